@@ -1,0 +1,39 @@
+# verl_lite developer commands. `make demo` and `make test` are all a newcomer needs:
+# both create .venv when it is missing and (re)install the project only when its pins changed.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.verl_lite-installed
+export RAY_AUTH_MODE ?= disabled
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install demo test bench lint clean
+
+install: $(STAMP)
+
+# torch comes first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+demo: install
+	$(PY) examples/single_controller_demo.py
+
+test: install
+	$(PY) -m pytest -q tests
+
+bench: install
+	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+lint: install
+	$(PY) -m ruff check verl_lite tests bench examples
+	$(PY) -m ruff format --check verl_lite tests bench examples
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache outputs
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

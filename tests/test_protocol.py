@@ -1,0 +1,85 @@
+"""Batch helpers keep dense, jagged and per-row python fields aligned."""
+
+import pytest
+import torch
+
+from verl_lite import protocol
+from verl_lite.protocol import make_batch, to_jagged
+
+
+def sample_batch(n=5):
+    return make_batch(
+        {
+            "x": torch.arange(float(n)),
+            "uid": [f"u{i}" for i in range(n)],
+            "tokens": to_jagged([torch.arange(i + 1) for i in range(n)]),
+        }
+    )
+
+
+def test_chunk_returns_exactly_n_parts_with_sizes_differing_by_at_most_one():
+    parts = protocol.chunk(sample_batch(5), 3)
+    assert [len(p) for p in parts] == [2, 2, 1]
+    assert parts[2]["uid"].tolist() == ["u4"]
+    assert [len(p) for p in protocol.chunk(sample_batch(2), 4)] == [1, 1, 0, 0]
+
+
+def test_concat_restores_chunked_batch():
+    batch = sample_batch(5)
+    back = protocol.concat(protocol.chunk(batch, 2))
+    assert back["uid"].tolist() == batch["uid"].tolist()
+    assert torch.equal(back["tokens"].values(), batch["tokens"].values())
+    assert torch.equal(back["tokens"].offsets(), batch["tokens"].offsets())
+
+
+def test_concat_rejects_batches_with_different_fields():
+    with pytest.raises(ValueError, match="different fields"):
+        protocol.concat([make_batch({"x": torch.ones(2)}), make_batch({"y": torch.ones(2)})])
+
+
+def test_pad_to_divisor_then_unpad_round_trips():
+    batch = sample_batch(7)
+    padded, pad = protocol.pad_to_divisor(batch, 3)
+    assert (len(padded), pad) == (9, 2)
+    assert padded["uid"].tolist()[-2:] == ["u0", "u1"]  # padding repeats the first rows
+    assert protocol.unpad(padded, pad)["uid"].tolist() == batch["uid"].tolist()
+
+
+def test_repeat_interleaved_and_tiled():
+    batch = sample_batch(2)
+    assert protocol.repeat(batch, 2, interleave=True)["uid"].tolist() == ["u0", "u0", "u1", "u1"]
+    assert protocol.repeat(batch, 2, interleave=False)["uid"].tolist() == ["u0", "u1", "u0", "u1"]
+
+
+def test_reorder_moves_every_field_together():
+    out = protocol.reorder(sample_batch(3), [2, 0, 1])
+    assert out["uid"].tolist() == ["u2", "u0", "u1"]
+    assert out["x"].tolist() == [2.0, 0.0, 1.0]
+    assert out["tokens"].offsets().diff().tolist() == [3, 1, 2]
+
+
+def test_union_merges_fields_and_rejects_conflicts():
+    batch = sample_batch(3)
+    merged = protocol.union(batch.clone(), make_batch({"y": torch.ones(3)}))
+    assert set(merged.keys()) >= {"x", "y", "uid"}
+    with pytest.raises(ValueError, match="'x' is present in both"):
+        protocol.union(batch.clone(), make_batch({"x": torch.zeros(3)}))
+
+
+def test_jagged_padded_round_trip_with_mask():
+    jagged = to_jagged([torch.tensor([1, 2, 3]), torch.tensor([4])])
+    padded, mask = protocol.padded_from_jagged(jagged, pad_value=0)
+    assert padded.tolist() == [[1, 2, 3], [4, 0, 0]]
+    assert mask.tolist() == [[True, True, True], [True, False, False]]
+    back = protocol.jagged_from_padded(padded, mask)
+    assert torch.equal(back.values(), jagged.values()) and torch.equal(back.offsets(), jagged.offsets())
+
+
+def test_padded_from_jagged_refuses_to_cut_rows():
+    with pytest.raises(ValueError, match="max_len=2 is shorter than the longest row \\(3\\)"):
+        protocol.padded_from_jagged(to_jagged([torch.tensor([1, 2, 3])]), max_len=2)
+
+
+def test_make_batch_rejects_list_of_wrong_length():
+    with pytest.raises(ValueError, match="field 'uid' has 1 rows, expected 2"):
+        make_batch({"x": torch.ones(2), "uid": ["a"]})

@@ -1,0 +1,187 @@
+"""Batch operations on ``tensordict.TensorDict``: the shapes every floor passes around.
+
+A batch is a TensorDict whose first batch dimension indexes rows (prompts or trajectories).
+Variable-length fields are jagged nested tensors (``torch.nested``, ``layout=torch.jagged``);
+per-row python values (uids, ground truths, data sources) are ``NonTensorStack`` fields.
+These helpers keep all of them aligned when a batch is split, padded, repeated or merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import NonTensorStack, TensorDict, TensorDictBase
+
+
+def batch_len(td: TensorDictBase) -> int:
+    """Number of rows in ``td`` (its first batch dimension)."""
+    return int(td.batch_size[0]) if td.batch_dims else 0
+
+
+def chunk(td: TensorDictBase, chunks: int) -> list[TensorDictBase]:
+    """Split ``td`` into ``chunks`` contiguous parts whose sizes differ by at most one row.
+
+    Unlike ``torch.chunk`` this always returns exactly ``chunks`` parts (some may be empty when
+    there are fewer rows than chunks), so part ``i`` can be sent to data-parallel rank ``i``.
+    """
+    if chunks < 1:
+        raise ValueError(f"chunk: chunks must be >= 1, got {chunks}.")
+    n = batch_len(td)
+    base, extra = divmod(n, chunks)
+    sizes = [base + (1 if i < extra else 0) for i in range(chunks)]
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(td[start : start + size])
+        start += size
+    return parts
+
+
+def concat(tds: Sequence[TensorDictBase]) -> TensorDictBase:
+    """Concatenate batches along rows; jagged and non-tensor fields are kept row-aligned."""
+    tds = [td for td in tds if td is not None]
+    if not tds:
+        raise ValueError("concat: got no batches to concatenate.")
+    if len(tds) == 1:
+        return tds[0]
+    keys = [set(td.keys()) for td in tds]
+    if any(k != keys[0] for k in keys):
+        raise ValueError(
+            f"concat: batches have different fields: {[sorted(k) for k in keys]}; every batch needs the same keys."
+        )
+    return torch.cat(list(tds), dim=0)
+
+
+def pad_to_divisor(td: TensorDictBase, divisor: int) -> tuple[TensorDictBase, int]:
+    """Append copies of the first rows until the row count divides by ``divisor``.
+
+    Returns:
+        ``(padded, pad_size)``; pass ``pad_size`` to :func:`unpad` to strip the extra rows from
+        a result computed on the padded batch.
+    """
+    if divisor < 1:
+        raise ValueError(f"pad_to_divisor: divisor must be >= 1, got {divisor}.")
+    n = batch_len(td)
+    pad_size = (-n) % divisor
+    if pad_size == 0:
+        return td, 0
+    if n == 0:
+        raise ValueError("pad_to_divisor: cannot pad an empty batch.")
+    index = torch.arange(pad_size) % n
+    return concat([td, td[index]]), pad_size
+
+
+def unpad(td: TensorDictBase, pad_size: int) -> TensorDictBase:
+    """Drop the last ``pad_size`` rows added by :func:`pad_to_divisor`."""
+    return td if pad_size == 0 else td[: batch_len(td) - pad_size]
+
+
+def repeat(td: TensorDictBase, n: int, interleave: bool = True) -> TensorDictBase:
+    """Repeat every row ``n`` times.
+
+    ``interleave=True`` gives ``a a b b`` (the layout of ``n`` samples per prompt);
+    ``interleave=False`` gives ``a b a b``.
+    """
+    rows = batch_len(td)
+    index = torch.arange(rows)
+    index = index.repeat_interleave(n) if interleave else index.repeat(n)
+    return td[index]
+
+
+def reorder(td: TensorDictBase, indices: torch.Tensor | Sequence[int]) -> TensorDictBase:
+    """Return the rows of ``td`` in the order given by ``indices`` (a permutation or selection)."""
+    return td[torch.as_tensor(indices, dtype=torch.long)]
+
+
+def union(td: TensorDictBase, other: TensorDictBase) -> TensorDictBase:
+    """Merge the fields of ``other`` into ``td`` (same rows); a key in both must hold equal values."""
+    if td.batch_size != other.batch_size:
+        raise ValueError(f"union: batch sizes differ ({td.batch_size} vs {other.batch_size}).")
+    for key in other.keys():
+        value = other.get(key)
+        if key in td.keys() and not _equal(td.get(key), value):
+            raise ValueError(f"union: field {key!r} is present in both batches with different values.")
+        td.set(key, value)
+    return td
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.is_nested or b.is_nested:
+            return bool(
+                a.is_nested
+                and b.is_nested
+                and torch.equal(a.offsets(), b.offsets())
+                and torch.equal(a.values(), b.values())
+            )
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, TensorDictBase) and isinstance(b, TensorDictBase):
+        return bool((a == b).all())
+    if isinstance(a, NonTensorStack) and isinstance(b, NonTensorStack):
+        return a.tolist() == b.tolist()
+    return a is b
+
+
+def to_jagged(rows: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Build a jagged nested tensor from 1-D (or (len, ...)) rows of different lengths."""
+    return torch.nested.nested_tensor([torch.as_tensor(r) for r in rows], layout=torch.jagged)
+
+
+def jagged_from_padded(padded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Turn a right-padded ``(batch, max_len, ...)`` tensor into a jagged one using ``mask``.
+
+    ``mask`` is ``(batch, max_len)``; row ``i`` keeps its first ``mask[i].sum()`` positions
+    (right padding), so the mask must be a prefix of ones on every row.
+    """
+    lengths = mask.to(torch.long).sum(dim=1)
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
+    torch.cumsum(lengths, dim=0, out=offsets[1:])
+    keep = torch.arange(padded.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+    return torch.nested.nested_tensor_from_jagged(padded[keep], offsets)
+
+
+def padded_from_jagged(
+    jagged: torch.Tensor, pad_value: float = 0, max_len: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad a jagged tensor; returns ``(padded (batch, max_len, ...), mask (batch, max_len))``.
+
+    ``max_len`` pads further than the longest row (for fixed shapes); it must not cut rows.
+    """
+    offsets = jagged.offsets()
+    lengths = offsets.diff()
+    longest = int(lengths.max()) if len(lengths) else 0
+    width = longest if max_len is None else max_len
+    if width < longest:
+        raise ValueError(
+            f"padded_from_jagged: max_len={max_len} is shorter than the longest row ({longest})."
+        )
+    values = jagged.values()
+    padded = values.new_full((len(lengths), width, *values.shape[1:]), pad_value)
+    mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+    padded[mask] = values
+    return padded, mask
+
+
+def non_tensor_rows(values: Sequence[Any]) -> NonTensorStack:
+    """Wrap per-row python values (uids, ground truths, dicts) as a ``NonTensorStack`` field."""
+    return NonTensorStack.from_list(list(values))
+
+
+def make_batch(fields: dict[str, Any], batch_size: int | None = None) -> TensorDict:
+    """Build a batch from tensors, jagged tensors and per-row python lists in one call.
+
+    Lists (and tuples) of python values become ``NonTensorStack`` fields; everything else is set
+    as given. ``batch_size`` defaults to the length of the first field.
+    """
+    if batch_size is None:
+        first = next(iter(fields.values()))
+        batch_size = first.shape[0] if isinstance(first, torch.Tensor) else len(first)
+    tensors = {k: v for k, v in fields.items() if not isinstance(v, (list, tuple))}
+    td = TensorDict(tensors, batch_size=[batch_size])
+    for key, value in fields.items():
+        if isinstance(value, (list, tuple)):
+            if len(value) != batch_size:
+                raise ValueError(f"make_batch: field {key!r} has {len(value)} rows, expected {batch_size}.")
+            td.set(key, non_tensor_rows(value))
+    return td

@@ -1,0 +1,103 @@
+"""The base class of every worker actor: its place in the group and the entry point the group calls.
+
+A worker learns its rank, world size, local rank and the rendezvous address from environment
+variables the worker group sets when it creates the actor, so ``torch.distributed`` can be
+initialised inside it with ``init_process_group("gloo" | "nccl")`` (``env://``). Do that in a
+method (e.g. ``init_model``) rather than ``__init__``: every rank must exist before a rendezvous.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from verl_lite.transport import pack_tree, unpack_tree
+
+
+@dataclass(frozen=True)
+class MeshRank:
+    """Where one worker sits in a named device mesh, as far as data dispatch cares."""
+
+    dp_rank: int
+    is_collect: bool
+
+
+class Worker:
+    """Base class for worker actors driven by a ``RayWorkerGroup``.
+
+    Subclasses decorate methods with ``@register(dispatch_mode=...)``; the group binds a method of
+    the same name that splits the input per rank, runs it on the workers and gathers the results.
+    """
+
+    def __init__(self) -> None:
+        env = os.environ
+        self._rank = int(env.get("RANK", 0))
+        self._world_size = int(env.get("WORLD_SIZE", 1))
+        self._local_rank = int(env.get("LOCAL_RANK", 0))
+        self._local_world_size = int(env.get("LOCAL_WORLD_SIZE", 1))
+        self._master_addr = env.get("MASTER_ADDR", "127.0.0.1")
+        self._master_port = int(env.get("MASTER_PORT", 0) or 0)
+        self._meshes: dict[str, MeshRank] = {}
+
+    @property
+    def rank(self) -> int:
+        """Global rank of this worker in its group (0 .. world_size-1)."""
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        """Number of workers in the group."""
+        return self._world_size
+
+    @property
+    def local_rank(self) -> int:
+        """Rank of this worker among the group's workers on the same node."""
+        return self._local_rank
+
+    @property
+    def local_world_size(self) -> int:
+        """Number of the group's workers on this worker's node."""
+        return self._local_world_size
+
+    @property
+    def master_addr(self) -> str:
+        """Rendezvous address for ``torch.distributed`` (rank 0's node)."""
+        return self._master_addr
+
+    @property
+    def master_port(self) -> int:
+        """Rendezvous port for ``torch.distributed`` (a free port on rank 0's node)."""
+        return self._master_port
+
+    def register_mesh(self, mesh_name: str, dp_rank: int, is_collect: bool) -> None:
+        """Declare this worker's data-parallel rank in ``mesh_name`` for mesh-aware dispatch.
+
+        Workers that share a ``dp_rank`` (tensor/pipeline peers) receive the same data shard;
+        only workers with ``is_collect=True`` have their outputs gathered (one per DP rank).
+        """
+        self._meshes[mesh_name] = MeshRank(dp_rank=int(dp_rank), is_collect=bool(is_collect))
+
+    # ---- called by the worker group, not by users -------------------------------------------
+    def _vl_mesh_rank(self, mesh_name: str) -> MeshRank | None:
+        return self._meshes.get(mesh_name)
+
+    def _vl_execute(self, method_name: str, args: tuple, kwargs: dict) -> Any:
+        """Run ``method_name`` with arguments packed for transport and pack what it returns."""
+        method = getattr(self, method_name)
+        return pack_tree(method(*unpack_tree(args), **unpack_tree(kwargs)))
+
+    def _vl_local_rank(self) -> int:
+        return self._local_rank
+
+
+def node_address_and_free_port() -> tuple[str, int]:
+    """Return this node's IP address and a TCP port that is free on it right now."""
+    import ray
+
+    address = ray.util.get_node_ip_address() if ray.is_initialized() else socket.gethostbyname("localhost")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        port = sock.getsockname()[1]
+    return address, port
