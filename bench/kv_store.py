@@ -1,0 +1,232 @@
+"""Benchmark the KV store: put+get throughput against raw Ray, and bytes through the controller.
+
+Run: ``python bench/kv_store.py`` (starts and stops its own local Ray).
+
+1. Put+get of 256 trajectories x 1024 tokens (int64 ids, float32 log-probs, bool masks), and the
+   same at 32x the rows, through the KV store and through a raw ``ray.put``/``ray.get`` of the
+   same data as a dict of numpy arrays (Ray's zero-copy path). Target: KV/raw >= 0.7.
+2. One simulated GRPO step: rollout workers put trajectories, the controller's ReplayBuffer
+   samples them from tags, trainer workers read fields and write ``old_log_probs``. Reported:
+   bytes that crossed the controller process (tensor bytes per the store's accounting, plus the
+   pickled keys/tags/metas it sent and received) as a share of trajectory bytes. Target: < 1%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import statistics
+import time
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import numpy as np
+import ray
+import torch
+from tensordict import TensorDict
+
+from verl_lite.kv import (
+    KVBatchMeta,
+    get_kv_client,
+    init_kv_store,
+    shutdown_kv_store,
+    trajectory_key,
+    trajectory_tag,
+)
+from verl_lite.protocol import to_jagged
+from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
+
+SEQ_LEN = 1024
+BASE_ROWS = 256
+
+
+def make_arrays(rows: int, seq_len: int = SEQ_LEN, seed: int = 0) -> dict[str, np.ndarray]:
+    """Token ids, log-probs and masks of ``rows`` trajectories, as numpy arrays."""
+    rng = np.random.default_rng(seed)
+    return {
+        "input_ids": rng.integers(0, 32000, size=(rows, seq_len), dtype=np.int64),
+        "old_log_probs": rng.standard_normal((rows, seq_len), dtype=np.float32),
+        "attention_mask": np.ones((rows, seq_len), dtype=bool),
+    }
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Milliseconds per put+get through raw Ray and through the KV store, for ``rows`` trajectories.
+
+    Runs alternate between the two paths so both see the same background load; medians are kept.
+    """
+    arrays = make_arrays(rows)
+    td = TensorDict({k: torch.from_numpy(v) for k, v in arrays.items()}, batch_size=[rows])
+    keys = [trajectory_key(f"u{i // 4}", i % 4) for i in range(rows)]
+    raw, put, get = [], [], []
+    for i in range(warmup + repeats):
+        start = time.perf_counter()
+        out = ray.get(ray.put(arrays))
+        raw_s = time.perf_counter() - start
+        assert out["input_ids"].shape == (rows, SEQ_LEN)
+        del out
+        start = time.perf_counter()
+        meta = client.kv_batch_put(keys, "bench", fields=td)
+        put_s = time.perf_counter() - start
+        back = client.kv_batch_get(meta.keys, "bench")
+        get_s = time.perf_counter() - start - put_s
+        assert back["input_ids"].shape == (rows, SEQ_LEN)
+        client.kv_clear(keys, "bench")  # freeing is untimed, as raw Ray frees when the ref drops
+        if i >= warmup:
+            raw.append(raw_s)
+            put.append(put_s)
+            get.append(get_s)
+    return {
+        "rows": rows,
+        "nbytes": sum(a.nbytes for a in arrays.values()),
+        "raw_ms": median_ms(raw),
+        "put_ms": median_ms(put),
+        "get_ms": median_ms(get),
+        "kv_ms": median_ms([p + g for p, g in zip(put, get)]),
+    }
+
+
+def print_throughput(results: list[dict[str, float]], units: int) -> None:
+    print(f"\nput+get of one batch: KV store ({units} storage units) vs raw ray.put/ray.get of a numpy dict")
+    print(
+        f"{'rows x tokens':>14} {'MB':>7} {'raw ms':>8} {'raw GB/s':>9} {'KV put':>8} {'KV get':>8} "
+        f"{'KV ms':>8} {'KV GB/s':>8} {'KV/raw':>7}"
+    )
+    for r in results:
+        raw_gbs, kv_gbs = r["nbytes"] / r["raw_ms"] / 1e6, r["nbytes"] / r["kv_ms"] / 1e6
+        print(
+            f"{r['rows']:>7} x {SEQ_LEN:<4} {r['nbytes'] / 1e6:>7.1f} {r['raw_ms']:>8.2f} {raw_gbs:>9.2f} "
+            f"{r['put_ms']:>8.2f} {r['get_ms']:>8.2f} {r['kv_ms']:>8.2f} {kv_gbs:>8.2f} {kv_gbs / raw_gbs:>7.2f}"
+        )
+    print("(target KV/raw >= 0.7)")
+
+
+@ray.remote(num_cpus=0)
+class RolloutWorker:
+    """Writes n trajectories per prompt (the GRPO fields, unpadded) and marks its groups finished."""
+
+    def generate(self, uids: list[str], n: int, global_step: int, partition_id: str) -> int:
+        client = get_kv_client()
+        g = torch.Generator().manual_seed(len(uids))
+        keys, tags, prompts, responses = [], [], [], []
+        for uid in uids:
+            prompt = torch.randint(0, 32000, (int(torch.randint(128, 256, (1,), generator=g)),), generator=g)
+            for s in range(n):
+                response = torch.randint(0, 32000, (SEQ_LEN - 256,), generator=g)
+                keys.append(trajectory_key(uid, s))
+                tags.append(
+                    trajectory_tag(uid, "success", len(prompt), len(response), global_step, acc=s % 2)
+                )
+                prompts.append(prompt)
+                responses.append(response)
+        seqs = [torch.cat([p, r]) for p, r in zip(prompts, responses)]
+        fields = TensorDict(
+            {
+                "prompts": to_jagged(prompts),
+                "responses": to_jagged(responses),
+                "input_ids": to_jagged(seqs),
+                "attention_mask": to_jagged([torch.ones(len(x), dtype=torch.int64) for x in seqs]),
+                "position_ids": to_jagged([torch.arange(len(x)) for x in seqs]),
+                "response_mask": to_jagged([torch.ones(len(r), dtype=torch.int64) for r in responses]),
+                "rollout_log_probs": to_jagged([torch.randn(len(r)) for r in responses]),
+                "rm_scores": torch.tensor([float(t["acc"]) for t in tags]),
+            },
+            batch_size=[len(keys)],
+        )
+        client.kv_batch_put(keys, partition_id, fields=fields, tags=tags)
+        client.kv_update_tags(uids, partition_id, [{"status": "finished"}] * len(uids))
+        return len(keys)
+
+
+@ray.remote(num_cpus=0)
+class TrainWorker:
+    """Reads its shard's fields and writes ``old_log_probs`` back (a stand-in for compute_log_prob)."""
+
+    def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
+        client = get_kv_client()
+        td = client.kv_batch_get(meta.keys, meta.partition_id, select_fields=["input_ids", "responses"])
+        old_log_probs = to_jagged([torch.zeros(int(k)) for k in td["responses"].offsets().diff()])
+        return client.kv_batch_put(
+            meta.keys, meta.partition_id, fields=TensorDict({"old_log_probs": old_log_probs}, [len(meta)])
+        )
+
+
+def size(obj) -> int:
+    """Bytes of ``obj`` as pickled for Ray."""
+    return len(pickle.dumps(obj))
+
+
+def bench_controller_bytes(client, prompts: int, n: int) -> dict[str, int]:
+    """Run one simulated GRPO step and count what crossed the controller process."""
+    rollout = [RolloutWorker.remote() for _ in range(2)]
+    train = [TrainWorker.remote() for _ in range(2)]
+    buffer = ReplayBuffer(ReplayBufferConfig(timeout_s=120), client=client)
+    before = client.io_accounting().get(client.name, {})
+    uids = [f"p{i}" for i in range(prompts)]
+    markers = buffer.add_groups(uids, global_steps=0, partition_id="train")
+    crossed = 2 * size(markers)  # marker tags sent to the units, same size back
+    shards = [uids[: prompts // 2], uids[prompts // 2 :]]
+    ray.get([w.generate.remote(s, n, 0, "train") for w, s in zip(rollout, shards)])
+    crossed += size(shards)
+    listing = size(client.kv_list("train"))  # one read of the partition's tags
+    meta, metrics = buffer.sample(global_step=0, partition_id="train", batch_size=prompts)
+    crossed += listing * buffer.last_sample_polls
+    parts = meta.split_by_group(len(train))
+    results = ray.get([w.compute_log_prob.remote(p) for w, p in zip(train, parts)])
+    crossed += size(parts) + size(results)
+    step_keys = meta.keys + meta.extra_info["group_keys"]
+    client.kv_clear(step_keys, "train")
+    crossed += size(step_keys)
+    io = client.io_accounting()
+    rollout_names = ray.get([w.__ray_call__.remote(lambda self: get_kv_client().name) for w in rollout])
+    for w in rollout + train:
+        ray.kill(w)
+    return {
+        "rows": len(meta),
+        "trajectory_bytes": sum(io[name]["bytes_written"] for name in rollout_names),
+        "worker_read_bytes": sum(v["bytes_read"] for name, v in io.items() if name != client.name),
+        "controller_tensor_bytes": sum(
+            io.get(client.name, {}).get(k, 0) - before.get(k, 0) for k in ("bytes_read", "bytes_written")
+        ),
+        "controller_meta_bytes": crossed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--units", type=int, default=2, help="storage units")
+    parser.add_argument("--repeats", type=int, default=20, help="timed repetitions at the base size")
+    args = parser.parse_args()
+    # Touch the object store's pages up front: first-touch page faults in a fresh store (slow in
+    # VMs) would otherwise dominate the first measurements of both paths.
+    os.environ.setdefault("RAY_preallocate_plasma_memory", "1")
+    ray.init(num_cpus=8, object_store_memory=2 * 1024**3, include_dashboard=False, log_to_driver=False)
+    try:
+        client = init_kv_store(num_storage_units=args.units, client_name="controller")
+        results = [
+            bench_throughput(client, BASE_ROWS, args.repeats),
+            bench_throughput(client, BASE_ROWS * 32, max(5, args.repeats // 4)),
+        ]
+        print_throughput(results, args.units)
+        step = bench_controller_bytes(client, prompts=64, n=4)
+        share = (step["controller_tensor_bytes"] + step["controller_meta_bytes"]) / step["trajectory_bytes"]
+        print(
+            f"\nbytes through the controller in one simulated GRPO step ({step['rows']} trajectories, ~{SEQ_LEN} tokens)"
+        )
+        print(f"{'trajectory bytes put by rollout workers':<48} {step['trajectory_bytes']:>12,}")
+        print(f"{'bytes read by train workers':<48} {step['worker_read_bytes']:>12,}")
+        print(f"{'controller: tensor bytes (store accounting)':<48} {step['controller_tensor_bytes']:>12,}")
+        print(f"{'controller: keys, tags, metas (pickled)':<48} {step['controller_meta_bytes']:>12,}")
+        print(f"{'crossed the controller / trajectory bytes':<48} {share:>12.3%}   (target < 1%)")
+    finally:
+        shutdown_kv_store()
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

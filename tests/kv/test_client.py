@@ -1,0 +1,117 @@
+"""Reading and writing through KVClient on a real local Ray: round trips, partial reads, tags, fields."""
+
+import torch
+from tensordict import TensorDict
+
+from verl_lite.kv import KVBatchMeta
+from verl_lite.protocol import make_batch, to_jagged
+
+
+def trajectories(n: int, seed: int = 0) -> TensorDict:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 40, (n,), generator=g).tolist()
+    return make_batch(
+        {
+            "input_ids": torch.randint(0, 1000, (n, 16), generator=g),
+            "ref_log_prob": torch.randn(n, 16, generator=g).to(torch.bfloat16),
+            "responses": to_jagged([torch.randint(0, 1000, (k,), generator=g) for k in lengths]),
+            "rollout_log_probs": to_jagged([torch.randn(k, generator=g) for k in lengths]),
+            "response_mask": to_jagged([torch.ones(k, dtype=torch.bool) for k in lengths]),
+            "rm_scores": torch.randn(n, generator=g),
+            "data_source": [f"src{i % 3}" for i in range(n)],
+        }
+    )
+
+
+def assert_same(a, b):
+    if a.is_nested:
+        assert torch.equal(a.offsets(), b.offsets()) and torch.equal(a.values(), b.values())
+    else:
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+def test_dense_and_jagged_fields_round_trip_bit_exactly_in_key_order(kv_client, partition):
+    td = trajectories(24)
+    keys = [f"u{i}_0_0" for i in range(24)]
+    meta = kv_client.kv_batch_put(keys, partition, fields=td)
+    assert isinstance(meta, KVBatchMeta) and meta.keys == keys and sorted(meta.fields) == sorted(td.keys())
+    back = kv_client.kv_batch_get(keys[::-1], partition)  # any order, rows follow the keys
+    for name in td.keys():
+        if name == "data_source":
+            assert back[name].tolist() == td[name].tolist()[::-1]
+        else:
+            assert_same(back[name], td[torch.arange(23, -1, -1)][name])
+
+
+def test_partial_field_reads_and_padded_reads_return_only_what_was_asked(kv_client, partition):
+    td = trajectories(6)
+    keys = [f"p{i}_0_0" for i in range(6)]
+    kv_client.kv_batch_put(keys, partition, fields=td)
+    part = kv_client.kv_batch_get(keys[2:4], partition, select_fields=["responses"])
+    assert list(part.keys()) == ["responses"] and part.batch_size == torch.Size([2])
+    assert_same(part["responses"], td[2:4]["responses"])
+    padded = kv_client.kv_batch_get(keys, partition, select_fields=["responses", "rm_scores"], padded=True)
+    lengths = td["responses"].offsets().diff()
+    assert padded["responses"].shape == (6, int(lengths.max()))
+    assert torch.equal(padded["responses_pad_mask"].sum(1), lengths)
+    assert torch.equal(padded["responses"][padded["responses_pad_mask"]], td["responses"].values())
+    assert "rm_scores_pad_mask" not in padded.keys()  # dense fields come back as they are
+
+
+def test_tag_only_updates_merge_into_existing_tags_without_touching_fields(kv_client, partition):
+    keys = ["t_0_0", "t_1_0"]
+    kv_client.kv_batch_put(keys, partition, fields=trajectories(2), tags=[{"status": "running"}] * 2)
+    meta = kv_client.kv_update_tags(
+        keys, partition, [{"status": "success", "score": 1.0}, {"status": "failure"}]
+    )
+    assert meta.tags == [{"status": "success", "score": 1.0}, {"status": "failure"}]
+    assert kv_client.kv_list(partition)[partition] == dict(zip(keys, meta.tags))
+    assert kv_client.kv_batch_get(keys, partition, select_fields=["rm_scores"]).batch_size == torch.Size([2])
+
+
+def test_a_put_can_create_keys_with_tags_only(kv_client, partition):
+    meta = kv_client.kv_batch_put(
+        ["g1", "g2"], partition, tags=[{"status": "pending"}, {"status": "pending"}]
+    )
+    assert meta.fields == [] and kv_client.kv_list()[partition] == {
+        "g1": {"status": "pending"},
+        "g2": {"status": "pending"},
+    }
+    assert kv_client.kv_field_names(partition) == {partition: {"g1": [], "g2": []}}
+
+
+def test_writing_a_new_field_adds_it_and_rewriting_a_field_replaces_it(kv_client, partition):
+    keys = ["f_0_0", "f_1_0", "f_2_0"]
+    td = trajectories(3)
+    kv_client.kv_batch_put(keys, partition, fields=td.select("responses"))
+    old_log_probs = to_jagged([torch.full((int(k),), 0.5) for k in td["responses"].offsets().diff()])
+    new = TensorDict({"old_log_probs": old_log_probs}, [3])[:2]
+    meta = kv_client.kv_batch_put(keys[:2], partition, fields=new)
+    assert meta.fields == ["responses", "old_log_probs"]
+    kv_client.kv_batch_put(
+        keys[:1], partition, fields=TensorDict({"responses": to_jagged([torch.tensor([9])])}, [1])
+    )
+    back = kv_client.kv_batch_get(keys[:2], partition)
+    assert back["responses"][0].tolist() == [9] and torch.equal(back["responses"][1], td["responses"][1])
+    assert torch.equal(back["old_log_probs"].values(), new["old_log_probs"].values())
+
+
+def test_kv_clear_removes_keys_and_stats_account_bytes_per_partition_and_client(kv_client, partition):
+    ids = torch.zeros(4, 8, dtype=torch.int64)  # 64 bytes per row
+    kv_client.kv_batch_put([f"s{i}" for i in range(4)], partition, fields=TensorDict({"ids": ids}, [4]))
+    before = kv_client.stats()
+    assert before["partitions"][partition] == {"keys": 4, "bytes": 256}
+    kv_client.kv_batch_get(["s0", "s1"], partition)
+    io = kv_client.io_accounting()["test-driver"]
+    assert io["bytes_read"] - before["io"]["test-driver"]["bytes_read"] == 128
+    assert kv_client.kv_clear(["s0", "s1", "missing"], partition) == 2
+    assert kv_client.stats()["partitions"][partition] == {"keys": 2, "bytes": 128}
+
+
+def test_kv_list_without_partition_lists_every_partition(kv_client, partition):
+    kv_client.kv_batch_put(["a"], partition, tags=[{"x": 1}])
+    kv_client.kv_batch_put(["a"], partition + "-val", tags=[{"x": 2}])
+    listing = kv_client.kv_list()
+    assert listing[partition] == {"a": {"x": 1}} and listing[partition + "-val"] == {"a": {"x": 2}}
+    kv_client.kv_clear(None, partition + "-val")
+    assert partition + "-val" not in kv_client.kv_list()

@@ -1,0 +1,63 @@
+"""Configuration of the KV store (the ``kv`` config group, ``configs/kv/default.yaml``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from typing import Any
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class KVStoreConfig:
+    """Settings of one KV store; validated on construction, read-only afterwards."""
+
+    num_storage_units: int = 2
+    """Storage-unit actors (``num_cpus=0``); keys are spread over them by a hash of the key."""
+    name_prefix: str = "verl_lite_kv"
+    """Prefix of the named unit actors (``{name_prefix}_unit_{i}``); ``get_kv_client`` looks them up by it."""
+    client_name: str | None = None
+    """Name this process's client reports in the store's byte accounting; ``None`` = ``{hostname}:{pid}``."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_storage_units, int) or self.num_storage_units < 1:
+            raise ValueError(
+                f"kv.num_storage_units={self.num_storage_units!r} is invalid; use an integer >= 1."
+            )
+        if not isinstance(self.name_prefix, str) or not _NAME.match(self.name_prefix):
+            raise ValueError(
+                f"kv.name_prefix={self.name_prefix!r} is invalid; use letters, digits, '_', '-' or '.'."
+            )
+        if self.client_name is not None and (not isinstance(self.client_name, str) or not self.client_name):
+            raise ValueError(
+                f"kv.client_name={self.client_name!r} is invalid; use a non-empty string or null."
+            )
+
+    @classmethod
+    def from_any(cls, config: Any = None, **overrides: Any) -> KVStoreConfig:
+        """Build from a ``KVStoreConfig`` (or any dataclass with its keys), a dict or an OmegaConf node,
+        with keyword overrides on top."""
+        if is_dataclass(config) and not isinstance(config, type):
+            values = asdict(config)
+        elif config is None:
+            values = {}
+        else:
+            try:
+                from omegaconf import DictConfig, OmegaConf
+
+                if isinstance(config, DictConfig):
+                    config = OmegaConf.to_container(config, resolve=True)
+            except ImportError:  # pragma: no cover - omegaconf is a core dependency
+                pass
+            values = dict(config)
+        values.update(overrides)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"kv config has unknown key(s) {unknown}; known keys: {sorted(known)}.")
+        return cls(**values)
+
+    def unit_name(self, index: int) -> str:
+        """Ray actor name of storage unit ``index``."""
+        return f"{self.name_prefix}_unit_{index}"

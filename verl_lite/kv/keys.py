@@ -1,0 +1,82 @@
+"""Key scheme of the KV store: prompt-group markers, trajectory keys, statuses and unit hashing.
+
+A prompt group (one prompt, ``n`` sampled responses) is tracked by a marker key ``{uid}`` whose
+tag carries the group's ``status`` and ``global_steps``; its trajectories are stored under
+``{uid}_{session_id}_{index}`` with tags ``uid``, ``status``, ``prompt_len``, ``response_len`` and
+``global_steps``. Markers carry ``uid`` too, so :func:`group_of` can tell the two apart.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# Group statuses, in the order a group moves through them (failure can happen at any point).
+PENDING = "pending"
+RUNNING = "running"
+FINISHED = "finished"
+FAILURE = "failure"
+GROUP_STATUSES = (PENDING, RUNNING, FINISHED, FAILURE)
+# Trajectory statuses written by rollout workers.
+SUCCESS = "success"
+
+
+def group_key(uid: str) -> str:
+    """Key of the marker that tracks prompt group ``uid``."""
+    return str(uid)
+
+
+def trajectory_key(uid: str, session_id: int, index: int = 0) -> str:
+    """Key of trajectory ``index`` of session ``session_id`` (one of the ``n`` samples) of ``uid``."""
+    return f"{uid}_{int(session_id)}_{int(index)}"
+
+
+def parse_trajectory_key(key: str) -> tuple[str, int, int]:
+    """Split ``{uid}_{session_id}_{index}`` into its parts (``uid`` may itself contain ``_``)."""
+    parts = key.rsplit("_", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f"{key!r} is not a trajectory key; expected '{{uid}}_{{session_id}}_{{index}}'.")
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def group_tag(uid: str, status: str, global_steps: int, **extra: Any) -> dict:
+    """Tag of a group marker; ``status`` must be one of :data:`GROUP_STATUSES`."""
+    if status not in GROUP_STATUSES:
+        raise ValueError(f"group status {status!r} is not one of {GROUP_STATUSES}.")
+    return {"uid": str(uid), "status": status, "global_steps": int(global_steps), **extra}
+
+
+def trajectory_tag(
+    uid: str, status: str, prompt_len: int, response_len: int, global_steps: int, **extra: Any
+) -> dict:
+    """Tag of one trajectory key (lengths in tokens, ``global_steps`` = weight version used)."""
+    return {
+        "uid": str(uid),
+        "status": status,
+        "prompt_len": int(prompt_len),
+        "response_len": int(response_len),
+        "global_steps": int(global_steps),
+        **extra,
+    }
+
+
+def group_of(key: str, tag: dict | None = None) -> str:
+    """Group id of ``key``: its tag's ``uid`` if present, else the key's prefix before the first ``_``."""
+    if tag and "uid" in tag:
+        return str(tag["uid"])
+    return key.split("_", 1)[0]
+
+
+def is_group_marker(key: str, tag: dict | None = None) -> bool:
+    """True for a prompt-group marker key (its group id is the key itself)."""
+    return group_of(key, tag) == key
+
+
+def unit_of_keys(keys: Sequence[str], num_units: int) -> np.ndarray:
+    """Storage unit of each key: a CRC32 of the key modulo ``num_units`` (stable across processes)."""
+    if num_units == 1:
+        return np.zeros(len(keys), dtype=np.int64)
+    return np.fromiter((zlib.crc32(k.encode()) % num_units for k in keys), dtype=np.int64, count=len(keys))

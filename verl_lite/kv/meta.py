@@ -1,0 +1,140 @@
+"""``KVBatchMeta``: the keys and tags of a batch stored in the KV store, split and merged like a batch.
+
+The controller moves these instead of tensors: a KVBatchMeta is a few bytes per row (key + tag),
+picklable, and holds no tensors. Dispatch splits it by data-parallel rank with :meth:`chunk`
+(or :meth:`split_by_group` when a method needs whole GRPO groups) and merges results with
+:meth:`concat`; workers turn it into a TensorDict with ``client.kv_batch_get(meta.keys, ...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.kv.keys import group_of
+
+
+@dataclass
+class KVBatchMeta:
+    """Keys (rows) of one partition with their tags and the fields every row holds."""
+
+    keys: list[str]
+    """Row keys, in batch order."""
+    tags: list[dict] = field(default_factory=list)
+    """One tag dict per key (an empty list means "no tags known" and is filled with ``{}``)."""
+    partition_id: str = "train"
+    """Partition the keys live in."""
+    fields: list[str] = field(default_factory=list)
+    """Field names every key holds (as far as the producer of this meta knows)."""
+    extra_info: dict[str, Any] = field(default_factory=dict)
+    """Batch-level metadata (global step, group keys, metrics); copied into every split part."""
+
+    def __post_init__(self) -> None:
+        self.keys = list(self.keys)
+        self.tags = [dict(t) for t in self.tags] if self.tags else [{} for _ in self.keys]
+        if len(self.tags) != len(self.keys):
+            raise ValueError(f"KVBatchMeta: {len(self.keys)} keys but {len(self.tags)} tags.")
+        self.fields = list(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def select(self, indices: Sequence[int]) -> KVBatchMeta:
+        """Rows at ``indices`` (in that order), with the same partition, fields and extra info."""
+        indices = [int(i) for i in indices]
+        return KVBatchMeta(
+            keys=[self.keys[i] for i in indices],
+            tags=[self.tags[i] for i in indices] if indices else [],
+            partition_id=self.partition_id,
+            fields=self.fields,
+            extra_info=dict(self.extra_info),
+        )
+
+    def chunk(self, n: int) -> list[KVBatchMeta]:
+        """Exactly ``n`` contiguous parts whose sizes differ by at most one (some may be empty)."""
+        if n < 1:
+            raise ValueError(f"KVBatchMeta.chunk: n must be >= 1, got {n}.")
+        base, extra = divmod(len(self), n)
+        parts, start = [], 0
+        for i in range(n):
+            size = base + (1 if i < extra else 0)
+            parts.append(self.select(range(start, start + size)))
+            start += size
+        return parts
+
+    def group_ids(self) -> list[str]:
+        """Group id of every row (tag ``uid``, else the key prefix before the first ``_``)."""
+        return [group_of(key, tag) for key, tag in zip(self.keys, self.tags)]
+
+    def split_by_group(self, n: int) -> list[KVBatchMeta]:
+        """Exactly ``n`` parts that never split a group, balanced by row count.
+
+        Groups keep the order of their first row and each part takes a contiguous run of groups,
+        cut where the running row count is closest to ``i * len(self) / n``; rows of one group are
+        gathered together. ``concat`` of the parts therefore restores the original order whenever
+        each group's rows were adjacent.
+        """
+        if n < 1:
+            raise ValueError(f"KVBatchMeta.split_by_group: n must be >= 1, got {n}.")
+        members: dict[str, list[int]] = {}
+        for i, gid in enumerate(self.group_ids()):
+            members.setdefault(gid, []).append(i)
+        groups = list(members.values())
+        ends = _balanced_cuts([len(g) for g in groups], n)
+        parts, start = [], 0
+        for end in ends:
+            parts.append(self.select([i for g in groups[start:end] for i in g]))
+            start = end
+        return parts
+
+    @classmethod
+    def concat(cls, metas: Sequence[KVBatchMeta]) -> KVBatchMeta:
+        """Join metas of one partition in order; fields = those held by every part, extra info merged."""
+        metas = [m for m in metas if m is not None]
+        if not metas:
+            raise ValueError("KVBatchMeta.concat: got no metas to concatenate.")
+        partitions = {m.partition_id for m in metas}
+        if len(partitions) > 1:
+            raise ValueError(
+                f"KVBatchMeta.concat: metas come from different partitions {sorted(partitions)}."
+            )
+        non_empty = [m for m in metas if len(m)] or metas[:1]
+        fields = [f for f in non_empty[0].fields if all(f in m.fields for m in non_empty[1:])]
+        extra: dict[str, Any] = {}
+        for m in metas:
+            for key, value in m.extra_info.items():
+                extra.setdefault(key, value)
+        return cls(
+            keys=[k for m in metas for k in m.keys],
+            tags=[t for m in metas for t in m.tags],
+            partition_id=metas[0].partition_id,
+            fields=fields,
+            extra_info=extra,
+        )
+
+
+def _balanced_cuts(sizes: list[int], n: int) -> list[int]:
+    """End index (exclusive) of each of ``n`` contiguous runs of ``sizes``, balancing their sums."""
+    total = sum(sizes)
+    cumulative, running = [], 0
+    for size in sizes:
+        running += size
+        cumulative.append(running)
+    ends, start = [], 0
+    for part in range(1, n):
+        target = total * part / n
+        end = start
+        # Advance while taking the next group brings the cut closer to the target.
+        while end < len(sizes) and abs(cumulative[end] - target) <= abs(
+            _sum_before(cumulative, end) - target
+        ):
+            end += 1
+        ends.append(end)
+        start = end
+    ends.append(len(sizes))
+    return ends
+
+
+def _sum_before(cumulative: list[int], index: int) -> int:
+    return cumulative[index - 1] if index > 0 else 0
