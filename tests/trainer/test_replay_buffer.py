@@ -1,0 +1,159 @@
+"""ReplayBuffer on a real KV store: ordering, blocking, eviction and refill, staleness, resume."""
+
+import threading
+import time
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from tests.conftest import start_local_ray
+from verl_lite.kv import init_kv_store, shutdown_kv_store, trajectory_key, trajectory_tag
+from verl_lite.protocol import to_jagged
+from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
+
+FAST = {"timeout_s": 5.0, "poll_interval_s": 0.02}
+
+
+@pytest.fixture(scope="module")
+def client():
+    start_local_ray()
+    shutdown_kv_store()
+    yield init_kv_store(num_storage_units=2, client_name="controller")
+    shutdown_kv_store()
+
+
+@pytest.fixture
+def part(client, request):
+    yield request.node.name
+    client.kv_clear(None, request.node.name)
+
+
+def roll_out(client, part, uid, accs, status="finished", step=0, fields=False):
+    """What rollout workers do: write the group's trajectories, then set the marker's status."""
+    keys = [trajectory_key(uid, s) for s in range(len(accs))]
+    tags = [trajectory_tag(uid, "success", 3, 5, step, acc=a) for a in accs]
+    td = TensorDict({"responses": to_jagged([torch.arange(s + 1) for s in range(len(accs))])}, [len(accs)])
+    client.kv_batch_put(keys, part, fields=td if fields else None, tags=tags)
+    client.kv_update_tags([uid], part, [{"status": status}])
+
+
+def test_sample_returns_the_oldest_whole_groups_first(client, part):
+    buffer = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    for uid, step in [("c", 2), ("a", 0), ("b", 1)]:
+        buffer.add_groups([uid], global_steps=step, partition_id=part)
+        roll_out(client, part, uid, [0, 1, 1])
+    meta, metrics = buffer.sample(global_step=3, partition_id=part, batch_size=2)
+    assert meta.extra_info["uids"] == ["a", "b"]
+    assert meta.keys == ["a_0_0", "a_1_0", "a_2_0", "b_0_0", "b_1_0", "b_2_0"]
+    assert [t["uid"] for t in meta.tags] == ["a"] * 3 + ["b"] * 3
+    assert (
+        metrics["off_policy/staleness_mean"] == 2.5 and metrics["off_policy/staleness_max"] == 3.0
+    )  # 3-0, 3-1
+    meta2, _ = buffer.sample(global_step=3, partition_id=part, batch_size=1)
+    assert meta2.extra_info["uids"] == ["c"]  # a sampled group is never handed out twice
+
+
+def test_sample_blocks_until_enough_groups_have_finished(client, part):
+    buffer = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    buffer.add_groups(["x", "y"], global_steps=0, partition_id=part)
+    roll_out(client, part, "x", [0, 1])
+    late = threading.Timer(0.4, roll_out, args=(client, part, "y", [1, 0]))
+    late.start()
+    start = time.monotonic()
+    meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=2)
+    late.join()
+    assert time.monotonic() - start >= 0.4 and metrics["replay_buffer/wait_s"] >= 0.4
+    assert meta.extra_info["uids"] == ["x", "y"]
+
+
+def test_timeout_error_counts_pending_running_finished_and_failed_groups(client, part):
+    buffer = ReplayBuffer(ReplayBufferConfig(timeout_s=0.3, poll_interval_s=0.02), client=client)
+    buffer.add_groups(["p", "r", "f", "x"], global_steps=0, partition_id=part)
+    client.kv_update_tags(["r"], part, [{"status": "running"}])
+    roll_out(client, part, "f", [1, 0])
+    roll_out(client, part, "x", [1], status="failure")
+    with pytest.raises(TimeoutError) as err:
+        buffer.sample(global_step=0, partition_id=part, batch_size=3)
+    assert "waited 0.3s at global step 0 for 3 finished group(s)" in str(err.value)
+    assert "groups: 1 pending, 1 running, 1 finished, 1 failed" in str(err.value)
+
+
+def test_failed_groups_are_evicted_and_refilled(client, part):
+    refills = []
+    buffer = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    buffer.refill_fn = lambda k: refills.append(k) or buffer.add_groups([f"new{len(refills)}"], 0, part)
+    buffer.add_groups(["ok", "bad"], global_steps=0, partition_id=part)
+    roll_out(client, part, "ok", [0, 1])
+    roll_out(client, part, "bad", [0, 1], status="failure")
+    meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=1)
+    assert meta.extra_info["uids"] == ["ok"] and metrics["rollout_failure/evicted"] == 1.0
+    assert refills == [1]
+    assert sorted(client.kv_list(part)[part]) == ["new1", "ok", "ok_0_0", "ok_1_0"]  # "bad" keys cleared
+
+
+def test_filter_groups_evicts_zero_variance_groups_and_asks_for_replacements(client, part):
+    refills = []
+    cfg = ReplayBufferConfig(filter_groups_enable=True, filter_groups_metric="acc", **FAST)
+    buffer = ReplayBuffer(cfg, client=client, refill_fn=refills.append)
+    buffer.add_groups(["same", "mixed"], global_steps=0, partition_id=part)
+    roll_out(client, part, "same", [1, 1, 1, 1])  # std 0: no learning signal
+    roll_out(client, part, "mixed", [0, 1, 0, 1])
+    meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=1)
+    assert meta.extra_info["uids"] == ["mixed"]
+    assert metrics["filter_groups/evicted"] == 1.0 and refills == [1]
+    assert "same" not in client.kv_list(part)[part]
+
+
+def test_drop_strategy_evicts_groups_older_than_the_threshold_and_refills(client, part):
+    refills = []
+    cfg = ReplayBufferConfig(max_off_policy_threshold=2, off_policy_strategy="drop", **FAST)
+    buffer = ReplayBuffer(cfg, client=client, refill_fn=refills.append)
+    buffer.add_groups(["old"], global_steps=0, partition_id=part)
+    buffer.add_groups(["recent"], global_steps=4, partition_id=part)
+    roll_out(client, part, "old", [0, 1])
+    roll_out(client, part, "recent", [0, 1])
+    meta, metrics = buffer.sample(global_step=5, partition_id=part, batch_size=1)  # staleness 5 > 2, 1 <= 2
+    assert meta.extra_info["uids"] == ["recent"] and metrics["off_policy/evicted"] == 1.0 and refills == [1]
+    late = trajectory_tag("old", "success", 3, 5, 0, acc=1)
+    client.kv_batch_put(["old_0_0"], part, tags=[late])  # a rollout still finishing the dropped group
+    buffer.group_counts(part)  # the next read of the tags clears it
+    assert "old_0_0" not in client.kv_list(part)[part]
+
+
+def test_wait_strategy_holds_sampling_while_an_in_flight_group_is_too_old(client, part):
+    cfg = ReplayBufferConfig(
+        max_off_policy_threshold=2, off_policy_strategy="wait", timeout_s=0.3, poll_interval_s=0.02
+    )
+    buffer = ReplayBuffer(cfg, client=client)
+    buffer.add_groups(["slow"], global_steps=2, partition_id=part)
+    buffer.add_groups(["fresh"], global_steps=4, partition_id=part)
+    client.kv_update_tags(["slow"], part, [{"status": "running"}])
+    roll_out(client, part, "fresh", [0, 1])
+    with pytest.raises(
+        TimeoutError, match=r"held while 1 in-flight group\(s\) are older than max_off_policy_threshold=2"
+    ):
+        buffer.sample(global_step=5, partition_id=part, batch_size=1)
+    roll_out(client, part, "slow", [1, 0])  # once it lands it is kept (not dropped) and sampled first
+    meta, metrics = buffer.sample(global_step=5, partition_id=part, batch_size=1)
+    assert meta.extra_info["uids"] == ["slow"] and metrics["off_policy/evicted"] == 0.0
+
+
+def test_state_dict_round_trip_restores_groups_fields_and_requeues_running_ones(client, part):
+    buffer = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    buffer.add_groups(["done", "busy", "waiting", "taken"], global_steps=1, partition_id=part)
+    roll_out(client, part, "done", [0, 1], fields=True)
+    roll_out(client, part, "taken", [1, 0])
+    buffer.sample(global_step=1, partition_id=part, batch_size=1)  # takes "done" (oldest by seq)
+    roll_out(client, part, "busy", [1], status="running")  # a partial rollout in flight
+    state = buffer.state_dict()
+    client.kv_clear(None, part)  # the old run's store is gone
+    resumed = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    resumed.load_state_dict(state)
+    assert resumed.group_uids(part, "pending") == ["busy", "waiting"]
+    assert "busy_0_0" not in client.kv_list(part)[part]  # partial trajectories dropped with the requeue
+    back = client.kv_batch_get(["done_0_0", "done_1_0"], part)
+    assert back["responses"].offsets().diff().tolist() == [1, 2]
+    meta, _ = resumed.sample(global_step=2, partition_id=part, batch_size=1)
+    assert meta.extra_info["uids"] == ["taken"]  # "done" was already handed out before the checkpoint
+    assert resumed.add_groups(["next"], 2, part).tags[0]["seq"] == 4

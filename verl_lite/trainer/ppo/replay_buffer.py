@@ -1,0 +1,367 @@
+"""Decide which prompt groups are ready for training, reading only the KV store's tags.
+
+The ReplayBuffer runs in the controller and never touches a tensor: group status, age and the
+filter metric all come from tags (``client.kv_list``). Each prompt group has a marker key
+``{uid}`` (tag ``status`` in pending / running / finished / failure, ``global_steps`` = the step
+it was submitted at) and trajectory keys ``{uid}_{session}_{index}`` (tag ``uid``, the metric).
+``sample`` waits for enough finished groups, evicts failed groups, zero-variance groups (DAPO
+dynamic sampling, https://arxiv.org/abs/2503.14476) and, in asynchronous modes, groups that are
+too stale, asks ``refill_fn(k)`` for replacement prompts, and returns the oldest whole groups.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from verl_lite.kv.checkpoint import load_partition_state_dict, partition_state_dict
+from verl_lite.kv.client import KVClient
+from verl_lite.kv.keys import FAILURE, FINISHED, PENDING, RUNNING, group_of, group_tag, parse_trajectory_key
+from verl_lite.kv.meta import KVBatchMeta
+
+RefillFn = Callable[[int], Any]
+"""``refill_fn(k)``: submit ``k`` new prompt groups (put their markers, start their rollouts)."""
+
+_STRATEGIES = ("drop", "wait")
+_EVICTED_MEMORY = 100_000  # evicted uids remembered, to clear trajectories that arrive late
+
+
+@dataclass(frozen=True)
+class ReplayBufferConfig:
+    """How the buffer waits, filters and bounds staleness; validated on construction."""
+
+    timeout_s: float = 600.0
+    """Seconds ``sample`` waits for enough finished groups before raising ``TimeoutError``."""
+    poll_interval_s: float = 0.05
+    """Seconds between two reads of the partition's tags while waiting."""
+    filter_groups_enable: bool = False
+    """``algorithm.filter_groups.enable``: evict finished groups whose metric has zero variance (DAPO)."""
+    filter_groups_metric: str = "acc"
+    """``algorithm.filter_groups.metric``: trajectory tag holding the metric (e.g. ``acc``, ``score``)."""
+    max_off_policy_threshold: int | None = None
+    """Largest allowed ``global_step - group.global_steps``; ``None`` disables staleness control."""
+    off_policy_strategy: str = "drop"
+    """``drop``: evict groups older than the threshold and refill; ``wait``: hold sampling while
+    an in-flight (pending/running) group is older than the threshold."""
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0 or self.poll_interval_s <= 0:
+            raise ValueError(
+                f"replay_buffer timeout_s={self.timeout_s} and poll_interval_s={self.poll_interval_s} must be > 0."
+            )
+        if self.max_off_policy_threshold is not None and self.max_off_policy_threshold < 0:
+            raise ValueError(
+                f"max_off_policy_threshold={self.max_off_policy_threshold} is invalid; use an integer >= 0 or null."
+            )
+        if self.off_policy_strategy not in _STRATEGIES:
+            raise ValueError(
+                f"off_policy_strategy={self.off_policy_strategy!r} is invalid; use one of {_STRATEGIES}."
+            )
+
+    @classmethod
+    def from_trainer_config(cls, config: Mapping) -> ReplayBufferConfig:
+        """Read ``algorithm.filter_groups.{enable,metric}`` and ``trainer.replay_buffer.*`` if present."""
+        filter_groups = (config.get("algorithm") or {}).get("filter_groups") or {}
+        values = dict((config.get("trainer") or {}).get("replay_buffer") or {})
+        if "enable" in filter_groups:
+            values["filter_groups_enable"] = bool(filter_groups["enable"])
+        if filter_groups.get("metric"):
+            values["filter_groups_metric"] = str(filter_groups["metric"])
+        return cls(**values)
+
+
+@dataclass
+class _Group:
+    """What the tags say about one prompt group."""
+
+    uid: str
+    tag: dict
+    trajectories: list[tuple[str, dict]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return self.tag.get("status", PENDING)
+
+    @property
+    def global_steps(self) -> int:
+        return int(self.tag.get("global_steps", 0))
+
+    def age_key(self) -> tuple:
+        return (self.global_steps, self.tag.get("seq", float("inf")), self.uid)
+
+    def keys(self) -> list[str]:
+        return [self.uid] + [key for key, _ in self.trajectories]
+
+
+class ReplayBuffer:
+    """Hands out finished prompt groups of a KV partition, oldest first; metadata only."""
+
+    def __init__(
+        self,
+        config: ReplayBufferConfig | None = None,
+        client: KVClient | None = None,
+        refill_fn: RefillFn | None = None,
+    ):
+        if client is None:
+            from verl_lite.kv.store import get_kv_client
+
+            client = get_kv_client()
+        self.config = config or ReplayBufferConfig()
+        self.client = client
+        self.refill_fn = refill_fn
+        self._seq = 0
+        self._sampled: dict[str, set[str]] = {}
+        self._evicted: OrderedDict[str, None] = OrderedDict()
+        self.last_sample_polls = 0
+
+    # ---------------------------------------------------------------------------- submission
+    def add_groups(
+        self,
+        uids: Sequence[str],
+        global_steps: int,
+        partition_id: str = "train",
+        tags: Sequence[dict] | None = None,
+    ) -> KVBatchMeta:
+        """Put pending markers for new prompt groups (``tags`` adds per-group entries)."""
+        marker_tags = []
+        for i, uid in enumerate(uids):
+            extra = dict(tags[i]) if tags else {}
+            marker_tags.append(group_tag(uid, PENDING, global_steps, seq=self._seq, **extra))
+            self._seq += 1
+        self._sampled.setdefault(partition_id, set())
+        return self.client.kv_batch_put(list(uids), partition_id, tags=marker_tags)
+
+    def group_counts(self, partition_id: str = "train") -> dict[str, int]:
+        """Groups per status (sampled groups not counted), for logging."""
+        groups = self._scan(partition_id)
+        return _count(g for g in groups.values() if g.uid not in self._sampled.get(partition_id, ()))
+
+    def group_uids(self, partition_id: str, status: str) -> list[str]:
+        """Uids of the groups with ``status``, oldest first (e.g. pending ones to resubmit on resume)."""
+        groups = sorted(self._scan(partition_id).values(), key=_Group.age_key)
+        return [g.uid for g in groups if g.status == status]
+
+    # ------------------------------------------------------------------------------ sampling
+    def sample(
+        self, global_step: int, partition_id: str, batch_size: int
+    ) -> tuple[KVBatchMeta, dict[str, float]]:
+        """Wait for ``batch_size`` finished groups and return the oldest ones as whole groups.
+
+        Args:
+            global_step: the trainer's current step (staleness = ``global_step - group.global_steps``).
+            partition_id: the KV partition to sample from.
+            batch_size: number of prompt groups (not trajectories) to return.
+
+        Returns:
+            ``(meta, metrics)``: the trajectory keys and tags of the chosen groups (group order,
+            oldest first; ``extra_info`` holds ``uids``, ``group_keys`` and ``global_step``) and the
+            eviction and staleness metrics of this call.
+        """
+        cfg = self.config
+        sampled = self._sampled.setdefault(partition_id, set())
+        evicted = {"filter_groups/evicted": 0, "rollout_failure/evicted": 0, "off_policy/evicted": 0}
+        start = time.monotonic()
+        self.last_sample_polls = 0
+        while True:
+            self.last_sample_polls += 1
+            groups = self._scan(partition_id)
+            sampled.intersection_update(groups)  # groups cleared by the trainer are done with
+            live = {uid: g for uid, g in groups.items() if uid not in sampled}
+            removed = self._evict(live, global_step, partition_id, evicted)
+            if removed and self.refill_fn is not None:
+                self.refill_fn(removed)
+            ready = sorted((g for g in live.values() if g.status == FINISHED), key=_Group.age_key)
+            held = self._held(live, global_step)
+            if len(ready) >= batch_size and not held:
+                break
+            if time.monotonic() - start > cfg.timeout_s:
+                raise TimeoutError(
+                    self._timeout_message(partition_id, global_step, batch_size, live, evicted, held)
+                )
+            time.sleep(cfg.poll_interval_s)
+        chosen = ready[:batch_size]
+        sampled.update(g.uid for g in chosen)
+        return self._meta(chosen, partition_id, global_step), {
+            **{k: float(v) for k, v in evicted.items()},
+            **_staleness(chosen, global_step),
+            "replay_buffer/wait_s": time.monotonic() - start,
+        }
+
+    def _scan(self, partition_id: str) -> dict[str, _Group]:
+        """Groups of the partition from its tags; clears late trajectories of evicted groups."""
+        listing = self.client.kv_list(partition_id)[partition_id]
+        groups: dict[str, _Group] = {}
+        by_group: dict[str, list[tuple[str, dict]]] = {}
+        for key, tag in listing.items():
+            uid = group_of(key, tag)
+            if uid == key:
+                groups[uid] = _Group(uid, tag)
+            else:
+                by_group.setdefault(uid, []).append((key, tag))
+        late = []
+        for uid, trajectories in by_group.items():
+            if uid in groups:
+                groups[uid].trajectories = sorted(trajectories, key=_trajectory_order)
+            elif uid in self._evicted:
+                late.extend(key for key, _ in trajectories)
+        if late:
+            self.client.kv_clear(late, partition_id)
+        return groups
+
+    def _evict(
+        self, live: dict[str, _Group], global_step: int, partition_id: str, counts: dict[str, int]
+    ) -> int:
+        """Evict failed, zero-variance and (strategy ``drop``) too-stale groups from ``live``."""
+        cfg = self.config
+        reasons: dict[str, str] = {}
+        for uid, g in live.items():
+            if g.status == FAILURE:
+                reasons[uid] = "rollout_failure/evicted"
+            elif (
+                cfg.filter_groups_enable
+                and g.status == FINISHED
+                and _zero_variance(g, cfg.filter_groups_metric)
+            ):
+                reasons[uid] = "filter_groups/evicted"
+            elif (
+                cfg.max_off_policy_threshold is not None
+                and cfg.off_policy_strategy == "drop"
+                and global_step - g.global_steps > cfg.max_off_policy_threshold
+            ):
+                reasons[uid] = "off_policy/evicted"
+        if not reasons:
+            return 0
+        self.client.kv_clear([k for uid in reasons for k in live[uid].keys()], partition_id)
+        for uid, reason in reasons.items():
+            counts[reason] += 1
+            del live[uid]
+            self._evicted[uid] = None
+        while len(self._evicted) > _EVICTED_MEMORY:
+            self._evicted.popitem(last=False)
+        return len(reasons)
+
+    def _held(self, live: dict[str, _Group], global_step: int) -> list[str]:
+        """In-flight groups too old to sample past (strategy ``wait`` only)."""
+        cfg = self.config
+        if cfg.max_off_policy_threshold is None or cfg.off_policy_strategy != "wait":
+            return []
+        return [
+            g.uid
+            for g in live.values()
+            if g.status in (PENDING, RUNNING) and global_step - g.global_steps > cfg.max_off_policy_threshold
+        ]
+
+    def _meta(self, chosen: list[_Group], partition_id: str, global_step: int) -> KVBatchMeta:
+        return KVBatchMeta(
+            keys=[key for g in chosen for key, _ in g.trajectories],
+            tags=[tag for g in chosen for _, tag in g.trajectories],
+            partition_id=partition_id,
+            extra_info={
+                "global_step": global_step,
+                "uids": [g.uid for g in chosen],
+                "group_keys": [g.uid for g in chosen],
+            },
+        )
+
+    def _timeout_message(
+        self,
+        partition_id: str,
+        global_step: int,
+        batch_size: int,
+        live: dict[str, _Group],
+        evicted: dict[str, int],
+        held: list[str],
+    ) -> str:
+        counts = _count(live.values())
+        failed = counts[FAILURE] + evicted["rollout_failure/evicted"]
+        message = (
+            f"ReplayBuffer.sample: waited {self.config.timeout_s:g}s at global step {global_step} for "
+            f"{batch_size} finished group(s) in partition {partition_id!r}; groups: {counts[PENDING]} pending, "
+            f"{counts[RUNNING]} running, {counts[FINISHED]} finished, {failed} failed"
+        )
+        others = {k: v for k, v in evicted.items() if v and k != "rollout_failure/evicted"}
+        if others:
+            message += f" (also evicted: {others})"
+        if held:
+            message += (
+                f"; sampling is held while {len(held)} in-flight group(s) are older than "
+                f"max_off_policy_threshold={self.config.max_off_policy_threshold} (e.g. {held[0]!r})"
+            )
+        return message + "."
+
+    # ------------------------------------------------------------------------------ state
+    def state_dict(self, include_store: bool = True) -> dict[str, Any]:
+        """The buffer's bookkeeping and, with ``include_store``, a snapshot of each partition it used."""
+        state: dict[str, Any] = {
+            "seq": self._seq,
+            "sampled": {p: sorted(uids) for p, uids in self._sampled.items()},
+            "evicted": list(self._evicted),
+        }
+        if include_store:
+            state["partitions"] = {p: partition_state_dict(self.client, p) for p in self._sampled}
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any], requeue_running: bool = True) -> None:
+        """Restore :meth:`state_dict`; running groups become pending again (their rollouts are gone).
+
+        Requeued groups lose their partial trajectories; ``group_uids(partition, "pending")`` lists
+        the groups to resubmit.
+        """
+        self._seq = int(state["seq"])
+        self._sampled = {p: set(uids) for p, uids in state["sampled"].items()}
+        self._evicted = OrderedDict.fromkeys(state["evicted"])
+        for partition_id, snapshot in state.get("partitions", {}).items():
+            load_partition_state_dict(self.client, snapshot)
+            if requeue_running:
+                self._requeue_running(partition_id)
+
+    def _requeue_running(self, partition_id: str) -> None:
+        running = [g for g in self._scan(partition_id).values() if g.status == RUNNING]
+        partial = [key for g in running for key, _ in g.trajectories]
+        if partial:
+            self.client.kv_clear(partial, partition_id)
+        if running:
+            self.client.kv_update_tags(
+                [g.uid for g in running], partition_id, [{"status": PENDING}] * len(running)
+            )
+
+
+def _trajectory_order(item: tuple[str, dict]) -> tuple:
+    try:
+        _, session, index = parse_trajectory_key(item[0])
+        return (0, session, index, item[0])
+    except ValueError:
+        return (1, 0, 0, item[0])
+
+
+def _zero_variance(group: _Group, metric: str) -> bool:
+    """True when every trajectory of the group has the same ``metric`` tag (no learning signal)."""
+    values = []
+    for key, tag in group.trajectories:
+        if metric not in tag:
+            raise KeyError(
+                f"filter_groups metric {metric!r} is missing from the tag of trajectory {key!r} "
+                f"(tag entries: {sorted(tag)}); set algorithm.filter_groups.metric to one of them."
+            )
+        values.append(float(tag[metric]))
+    return len(values) > 0 and float(np.std(values)) == 0.0
+
+
+def _staleness(chosen: list[_Group], global_step: int) -> dict[str, float]:
+    ages = [global_step - g.global_steps for g in chosen] or [0]
+    return {
+        "off_policy/staleness_mean": float(np.mean(ages)),
+        "off_policy/staleness_max": float(np.max(ages)),
+    }
+
+
+def _count(groups) -> dict[str, int]:
+    counts = dict.fromkeys((PENDING, RUNNING, FINISHED, FAILURE), 0)
+    for g in groups:
+        counts[g.status] = counts.get(g.status, 0) + 1
+    return counts
