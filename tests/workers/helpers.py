@@ -1,0 +1,65 @@
+"""Shared set-up for worker tests: groups of the policy worker and trajectories in the KV store."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from tests.workers.probes import InspectableActor
+from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+
+PROMPTS = [[3, 4, 13, 5], [6, 14, 7], [8, 9, 15, 10, 11], [12, 13]]
+RESPONSES = [[5, 6, 1], [7, 8, 9, 10], [11], [3, 4, 5, 6, 7]]
+ADVANTAGES = [1.0, -1.0, 0.5, -0.5]
+
+
+def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
+    base = {
+        "ppo_mini_batch_size": 4,
+        "ppo_micro_batch_size_per_gpu": 2,
+        "shuffle": False,
+        "optim": {"lr": 1e-2, "grad_clip": 1.0},
+    }
+    base.update(actor)
+    return {
+        "model": {"path": model_dir},
+        "actor": base,
+        "rollout": {"name": rollout_name, "n": 2, "prompt_length": 16, "response_length": 6, "micro_batch_size": 8},
+    }
+
+
+def make_group(model_dir: str, ranks: int, role: str = "actor_rollout_ref", name: str = "actor",
+               rollout_name: str = "hf", **actor):
+    group = RayWorkerGroup(
+        RayResourcePool([ranks], name_prefix=name),
+        RayClassWithInitArgs(InspectableActor, config=actor_config(model_dir, rollout_name, **actor), role=role),
+    )
+    group.init_model()
+    return group
+
+
+def release(group) -> None:
+    group.kill()
+    group.resource_pool.release()
+
+
+def jagged(rows, dtype=torch.long) -> torch.Tensor:
+    return torch.nested.nested_tensor([torch.tensor(r, dtype=dtype) for r in rows], layout=torch.jagged)
+
+
+def put_trajectories(kv, old_log_probs=None):
+    """Four fixed trajectories with advantages (and old log-probs when given)."""
+    fields = {
+        "prompts": jagged(PROMPTS),
+        "responses": jagged(RESPONSES),
+        "advantages": jagged([[a] * len(r) for a, r in zip(ADVANTAGES, RESPONSES)], torch.float32),
+    }
+    if old_log_probs is not None:
+        fields["old_log_probs"] = old_log_probs
+    keys = [f"u{i}_0_0" for i in range(len(PROMPTS))]
+    return kv.kv_batch_put(
+        keys,
+        "train",
+        fields=TensorDict(fields, batch_size=[len(keys)]),
+        tags=[{"uid": f"u{i}"} for i in range(len(keys))],
+    )

@@ -1,0 +1,398 @@
+"""The policy worker: actor (PPO update), rollout (generation) and reference roles in one process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tensordict import TensorDict
+
+from verl_lite.algorithms import PolicyLossConfig, agg_loss, get_policy_loss_fn, kl_penalty, masked_mean
+from verl_lite.checkpoint_engine import get_checkpoint_engine
+from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_tag
+from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
+from verl_lite.utils.config import from_config
+from verl_lite.workers.advantage import compute_shard_advantages
+from verl_lite.workers.batching import RowBatch, global_counts, mean_metrics, mini_batches
+from verl_lite.workers.config import ActorRolloutRefConfig
+from verl_lite.workers.engine import get_engine
+from verl_lite.workers.rollout import get_rollout
+from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
+
+ROLES = ("actor", "rollout", "ref")
+# Per-prompt python fields the rollout hands to the reward manager when the prompt keys hold them.
+ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info")
+# compute_log_prob leaves one (sum, count) of |p_actor - p_rollout| per rank in the returned meta's extra_info.
+PROBS_DIFF_PREFIX = "rollout_probs_diff/rank"
+
+
+def rollout_probs_diff_mean(meta: KVBatchMeta) -> float | None:
+    """``training/rollout_probs_diff_mean``: mean |p_actor - p_rollout| of the sampled tokens over all ranks."""
+    parts = [v for k, v in meta.extra_info.items() if k.startswith(PROBS_DIFF_PREFIX)]
+    count = sum(n for _, n in parts)
+    return sum(s for s, _ in parts) / count if count else None
+
+
+class ActorRolloutRefWorker(Worker):
+    """Any combination of the actor, rollout and ref roles (``role="actor_rollout_ref"`` ...).
+
+    Data-parallel methods take a ``KVBatchMeta``: each rank reads its rows from the KV store,
+    computes, writes new fields back under the same keys and returns the meta (or metrics).
+    """
+
+    def __init__(self, config: Any, role: str = "actor_rollout_ref", reward_config: Any = None):
+        super().__init__()
+        self.config = from_config(ActorRolloutRefConfig, config)
+        self.reward_config = reward_config
+        self.reward_manager = None
+        self.roles = set(role.split("_"))
+        unknown = self.roles - set(ROLES)
+        if unknown:
+            raise ValueError(f"role {role!r} has unknown parts {sorted(unknown)}; combine {ROLES} with '_'.")
+        self.actor = self.ref = self.rollout = self.sync = None
+
+    # ---- set-up ---------------------------------------------------------------------------------
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        """Build the engines and the rollout backend; declare this rank's DP place for each role."""
+        from transformers import AutoTokenizer
+
+        cfg = self.config
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
+        self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        engine_cls = get_engine(cfg.engine.name)
+        if "actor" in self.roles:
+            self.actor = engine_cls(cfg.model, cfg.actor.optim, cfg.engine)
+        if "ref" in self.roles:
+            self.ref = engine_cls(cfg.model, None, cfg.engine)
+        if "rollout" in self.roles:
+            self.rollout = get_rollout(cfg.rollout.name)(
+                cfg.model.path, cfg.rollout, self.tokenizer.eos_token_id, self.pad_token_id
+            )
+        self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
+            cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
+        )
+        if "rollout" in self.roles and self.reward_config is not None:
+            from verl_lite.reward import build_reward_manager
+
+            self.reward_manager = build_reward_manager(self.reward_config)
+        for mesh in self.roles:
+            self.register_mesh(mesh, dp_rank=self.rank, is_collect=True)
+        self.kv = get_kv_client()
+
+    # ---- scoring --------------------------------------------------------------------------------
+    def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=fields)
+        return RowBatch(td, self.pad_token_id)
+
+    @torch.no_grad()
+    def _score(self, engine, meta: KVBatchMeta, with_entropy: bool) -> tuple[list, list]:
+        batch = self._read(meta, ["prompts", "responses"])
+        log_probs, entropies = [], []
+        size = self.config.actor.log_prob_micro_batch_size_per_gpu
+        for mb in batch.micro_batches(list(range(len(batch))), size, None):
+            engine.model.eval()
+            logits = engine.forward(mb)
+            lp, ent = response_log_probs_and_entropy(
+                logits, mb, self.config.rollout.temperature, with_entropy
+            )
+            log_probs.append(lp)
+            entropies.append(ent)
+        lengths = batch.response_lengths()
+        rows_lp = [row for lp in log_probs for row in lp]
+        out = {"lp": unpad_rows(_stack_rows(rows_lp), lengths)}
+        if with_entropy:
+            out["entropy"] = unpad_rows(_stack_rows([row for e in entropies for row in e]), lengths)
+        return out, lengths
+
+    @register(dispatch_mode=make_nd_dispatch("actor"))
+    def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
+        """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows."""
+        out, _ = self._score(self.actor, meta, with_entropy=True)
+        fields = TensorDict({"old_log_probs": out["lp"], "entropy": out["entropy"]}, batch_size=[len(meta)])
+        result = self._write(meta, fields)
+        if "rollout_log_probs" in meta.fields and len(meta):
+            td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=["rollout_log_probs"])
+            diff = (out["lp"].values().exp() - td["rollout_log_probs"].values().exp()).abs()
+            result.extra_info = {
+                **result.extra_info,
+                f"{PROBS_DIFF_PREFIX}{self.rank}": (float(diff.sum()), diff.numel()),
+            }
+        return result
+
+    @register(dispatch_mode=make_nd_dispatch("ref"))
+    def compute_ref_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
+        """Write ``ref_log_prob`` (log-probs under the frozen reference policy)."""
+        out, _ = self._score(self.ref, meta, with_entropy=False)
+        return self._write(meta, TensorDict({"ref_log_prob": out["lp"]}, batch_size=[len(meta)]))
+
+    def _write(self, meta: KVBatchMeta, fields: TensorDict) -> KVBatchMeta:
+        if len(meta):
+            self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=fields)
+        return KVBatchMeta(
+            keys=meta.keys,
+            tags=meta.tags,
+            partition_id=meta.partition_id,
+            fields=sorted(set(meta.fields) | set(fields.keys())),
+            extra_info=meta.extra_info,
+        )
+
+    @register(dispatch_mode=Dispatch.DP_COMPUTE_GROUPS)
+    def compute_advantage(self, meta: KVBatchMeta, algorithm: Any, kl_coef: float = 0.0) -> dict[str, float]:
+        """Token rewards, advantages and returns for whole prompt groups; returns shard statistics."""
+        if not len(meta):
+            return {}
+        wanted = ["prompts", "responses", "token_level_scores"]
+        if algorithm.use_kl_in_reward:
+            wanted += ["old_log_probs", "ref_log_prob"]
+        if "values" in meta.fields:
+            wanted.append("values")
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+        uids = [tag.get("uid", key.rsplit("_", 2)[0]) for key, tag in zip(meta.keys, meta.tags)]
+        fields, stats = compute_shard_advantages(td, uids, algorithm, kl_coef)
+        self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=TensorDict(fields, batch_size=[len(meta)]))
+        return stats
+
+    # ---- PPO update -----------------------------------------------------------------------------
+    @register(dispatch_mode=make_nd_dispatch("actor"))
+    def update_actor(self, meta: KVBatchMeta) -> dict[str, float]:
+        """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns mean metrics."""
+        cfg = self.config.actor
+        fields = ["prompts", "responses", "old_log_probs", "advantages"]
+        if cfg.use_kl_loss:
+            fields.append("ref_log_prob")
+        batch = self._read(meta, fields)
+        dp_size = dist.get_world_size()
+        local_mini = max(1, cfg.ppo_mini_batch_size // dp_size)
+        loss_fn = get_policy_loss_fn(cfg.policy_loss)
+        loss_config = PolicyLossConfig.from_any(cfg)
+        step = int(meta.extra_info.get("global_steps", 0))
+        history: list[dict[str, float]] = []
+        for epoch in range(cfg.ppo_epochs):
+            for rows in mini_batches(len(batch), local_mini, cfg.shuffle, seed=step * 1000 + epoch):
+                budget = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
+                micro = batch.micro_batches(rows, cfg.ppo_micro_batch_size_per_gpu, budget)
+                tokens, seqs = global_counts(micro)
+                agg = {"global_num_tokens": tokens, "global_num_seqs": seqs, "dp_size": dp_size}
+                mb_metrics = [
+                    self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg))
+                    for mb in micro
+                ]
+                summed = {
+                    k: sum(m[k] for m in mb_metrics) for k in ("pg_loss", "kl_loss") if k in mb_metrics[0]
+                }
+                averaged = mean_metrics(mb_metrics)
+                averaged.update({k: v / dp_size for k, v in summed.items()})
+                averaged.update(self.actor.optimizer_step())
+                history.append(averaged)
+        return {f"actor/{k}": v for k, v in mean_metrics(history).items()}
+
+    def _policy_loss(self, loss_fn, loss_config: PolicyLossConfig, agg: dict):
+        cfg = self.config.actor
+        temperature = self.config.rollout.temperature
+
+        def compute(logits: torch.Tensor, mb: dict[str, torch.Tensor]):
+            mask = mb["response_mask"].float()
+            log_prob, entropy = response_log_probs_and_entropy(logits, mb, temperature, with_entropy=True)
+            pg_loss, pg_metrics = loss_fn(
+                mb["old_log_probs"],
+                log_prob,
+                mb["advantages"],
+                mask,
+                loss_agg_mode=cfg.loss_agg_mode,
+                config=loss_config,
+                **agg,
+            )
+            loss = pg_loss
+            metrics = {
+                "pg_loss": float(pg_loss.detach()),
+                "entropy": float(masked_mean(entropy.detach(), mask)),
+            }
+            metrics.update({k: float(v) for k, v in pg_metrics.items()})
+            if cfg.entropy_coeff:
+                loss = loss - cfg.entropy_coeff * agg_loss(entropy, mask, cfg.loss_agg_mode, **agg)
+            if cfg.use_kl_loss:
+                kl = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
+                kl_loss = agg_loss(kl, mask, cfg.loss_agg_mode, **agg)
+                loss = loss + cfg.kl_loss_coef * kl_loss
+                metrics["kl_loss"] = float(kl_loss.detach())
+            return loss, metrics
+
+        return compute
+
+    # ---- generation and weight sync -------------------------------------------------------------
+    @register(dispatch_mode=make_nd_dispatch("rollout"))
+    def generate_sequences(self, meta: KVBatchMeta, validate: bool = False) -> KVBatchMeta:
+        """Generate ``n`` responses per prompt key, score them, write trajectories ``{uid}_{sample}_0``.
+
+        Reads ``prompts`` (token ids) and, when present, the per-row ``data_source``,
+        ``ground_truth``, ``extra_info`` and ``raw_prompt`` of the prompt-group keys. Writes
+        ``prompts``, ``responses``, ``response_mask``, ``rollout_log_probs`` and (with a reward
+        manager) ``token_level_scores`` per trajectory, tags each trajectory with its ``score`` and
+        ``acc``, and marks each group ``finished`` (or ``failure`` when scoring raised).
+        """
+        rollout_cfg = self.config.rollout
+        sampling = rollout_cfg.val_kwargs if validate else rollout_cfg.train_sampling()
+        if not len(meta):
+            return KVBatchMeta(keys=[], partition_id=meta.partition_id, extra_info=meta.extra_info)
+        rows = self._read_prompt_rows(meta)
+        prompts = rows.pop("prompts")
+        generations = self.rollout.generate(prompts, sampling, rollout_cfg.response_length)
+        step = int(meta.extra_info.get("global_steps", 0))
+        uids = [tag.get("uid", key) for key, tag in zip(meta.keys, meta.tags)]
+        results = self._score_generations(generations, prompts, rows)
+        keys, tags = [], []
+        group_failed: dict[str, str] = {}
+        for gen, result in zip(generations, results):
+            uid = uids[gen.prompt_index]
+            keys.append(trajectory_key(uid, gen.sample_index, 0))
+            extra = {"finish_reason": gen.finish_reason, "weight_version": self.rollout.weight_version}
+            status = "success"
+            if result is not None:
+                extra.update(score=result["score"], acc=result["acc"])
+                if result.get("error"):
+                    status, extra["error"] = "failure", result["error"]
+                    group_failed[uid] = result["error"]
+            tags.append(
+                trajectory_tag(
+                    uid, status, prompts[gen.prompt_index].numel(), gen.response_ids.numel(), step, **extra
+                )
+            )
+        responses = [g.response_ids for g in generations]
+        fields = {
+            "prompts": _jagged([prompts[g.prompt_index] for g in generations]),
+            "responses": _jagged(responses),
+            "response_mask": _jagged([torch.ones(r.numel(), dtype=torch.int64) for r in responses]),
+            "rollout_log_probs": _jagged([g.log_probs for g in generations]),
+        }
+        if results[0] is not None:
+            fields["token_level_scores"] = _jagged(
+                [_last_token_score(r.numel(), res["score"]) for r, res in zip(responses, results)]
+            )
+        out = self.kv.kv_batch_put(
+            keys, meta.partition_id, fields=TensorDict(fields, batch_size=[len(keys)]), tags=tags
+        )
+        group_tags = [
+            {
+                **tag,
+                "status": "failure" if uid in group_failed else "finished",
+                **({"error": group_failed[uid]} if uid in group_failed else {}),
+            }
+            for uid, tag in zip(uids, meta.tags)
+        ]
+        self.kv.kv_update_tags(meta.keys, meta.partition_id, group_tags)
+        out.extra_info = dict(meta.extra_info)
+        return out
+
+    def _read_prompt_rows(self, meta: KVBatchMeta) -> dict[str, list]:
+        wanted = ["prompts", *(f for f in ROW_FIELDS if f in meta.fields)]
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+        value = td.get("prompts")
+        rows = {"prompts": list(value.unbind()) if value.is_nested else list(value)}
+        for name in wanted[1:]:
+            rows[name] = td.get(name).tolist()
+        return rows
+
+    def _score_generations(self, generations, prompts, rows: dict[str, list]) -> list[dict | None]:
+        """Reward-manager results per generation: score, acc and error (None without a manager)."""
+        if self.reward_manager is None or "data_source" not in rows:
+            return [None] * len(generations)
+        from verl_lite.reward import RewardItem
+
+        texts = self.tokenizer.batch_decode([g.response_ids for g in generations], skip_special_tokens=True)
+        items = []
+        for gen, text in zip(generations, texts):
+            i = gen.prompt_index
+            items.append(
+                RewardItem(
+                    data_source=rows["data_source"][i],
+                    prompt=rows.get("raw_prompt", [""] * len(prompts))[i],
+                    response=text,
+                    ground_truth=rows["ground_truth"][i],
+                    extra_info=rows.get("extra_info", [{}] * len(prompts))[i] or {},
+                    response_length=int(gen.response_ids.numel()),
+                    max_response_length=self.config.rollout.response_length,
+                    row={k: v[i] for k, v in rows.items()},
+                )
+            )
+        results = []
+        for result in self.reward_manager(items):
+            score = 0.0 if result.score is None else float(result.score)
+            acc = float(result.extra.get("acc", score > 0)) if result.extra else float(score > 0)
+            results.append({"score": score, "acc": acc, "error": result.error})
+        return results
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def update_weights(self, version: int) -> dict[str, float]:
+        """Send the actor's weights through the checkpoint engine; load them here when colocated."""
+        handle = self.sync.send_weights(self.actor.named_full_parameters(), version)
+        if self.rollout is not None:
+            self.rollout.load_weights(self.sync.receive_weights(handle, version))
+            self.rollout.weight_version = version
+        return {"update_weights/bytes": float(self.sync.bytes_sent)}
+
+    @register(dispatch_mode=Dispatch.RANK_ZERO)
+    def send_weights(self, version: int) -> Any:
+        """Training side of a cross-process sync: every actor rank gathers, rank 0 returns the handle."""
+        return self.sync.send_weights(self.actor.named_full_parameters(), version)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def receive_weights(self, handle: Any, version: int) -> int:
+        """Rollout side of a cross-process sync: load the weights behind ``handle``; returns the version."""
+        self.rollout.load_weights(self.sync.receive_weights(handle, version))
+        self.rollout.weight_version = version
+        return version
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def weight_version(self) -> int:
+        """The weight version (global step) the rollout replica serves."""
+        return self.rollout.weight_version if self.rollout is not None else -1
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def rollout_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logits of the rollout model (for checking that a weight sync arrived)."""
+        return self.rollout.logits(input_ids, attention_mask)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def actor_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logits of the actor model on full sequences."""
+        with torch.no_grad():
+            self.actor.model.eval()
+            return self.actor.forward({"input_ids": input_ids, "attention_mask": attention_mask}).cpu()
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL, execute_mode=Execute.ALL)
+    def save_checkpoint(self, path: str, hf_path: str | None = None) -> None:
+        """Sharded checkpoint of the actor under ``path``; a Hugging Face export under ``hf_path``."""
+        self.actor.save_checkpoint(path)
+        if hf_path:
+            self.actor.export_hf(hf_path, self.tokenizer)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, path: str) -> None:
+        """Restore the actor from ``save_checkpoint``'s folder."""
+        self.actor.load_checkpoint(path)
+
+
+def _last_token_score(length: int, score: float) -> torch.Tensor:
+    """Token-level scores of one response: the sequence score on its last token, zero elsewhere."""
+    out = torch.zeros(length, dtype=torch.float32)
+    if length:
+        out[-1] = score
+    return out
+
+
+def _jagged(rows: list[torch.Tensor]) -> torch.Tensor:
+    return torch.nested.nested_tensor(rows, layout=torch.jagged)
+
+
+def _stack_rows(rows: list[torch.Tensor]) -> torch.Tensor:
+    width = max(r.numel() for r in rows)
+    out = torch.zeros(len(rows), width, dtype=rows[0].dtype)
+    for i, row in enumerate(rows):
+        out[i, : row.numel()] = row
+    return out
+
+
+__all__ = ["ActorRolloutRefWorker", "rollout_probs_diff_mean"]

@@ -1,0 +1,98 @@
+"""Advantages for one group-aligned shard of trajectories: reward shaping, the estimator, statistics.
+
+Runs inside a worker on rows read from the KV store, so the controller never sees token tensors;
+it returns the new per-token fields and scalar statistics (sums, counts, extremes) that the
+controller combines across shards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from verl_lite.algorithms import get_adv_estimator_fn, kl_penalty, masked_mean
+from verl_lite.protocol import padded_from_jagged
+from verl_lite.workers.sequences import unpad_rows
+
+
+def _padded(td, key: str, width: int) -> torch.Tensor:
+    padded, _ = padded_from_jagged(td.get(key), 0, max_len=width)
+    return padded.float()
+
+
+def stat_entries(name: str, values: torch.Tensor) -> dict[str, float]:
+    """Sum, count, max and min of ``values`` under ``name/…`` (combined later by the controller)."""
+    if values.numel() == 0:
+        return {}
+    values = values.double()
+    return {
+        f"{name}/sum": float(values.sum()),
+        f"{name}/count": float(values.numel()),
+        f"{name}/max": float(values.max()),
+        f"{name}/min": float(values.min()),
+    }
+
+
+def compute_shard_advantages(
+    td, uids: list[str], algorithm: Any, kl_coef: float
+) -> tuple[dict, dict[str, float]]:
+    """Token rewards, advantages and returns for the rows of ``td`` (whole prompt groups).
+
+    Args:
+        td: TensorDict with jagged ``responses``, ``prompts``, ``token_level_scores`` and, when
+            used, ``values``, ``old_log_probs``, ``ref_log_prob``.
+        uids: the prompt-group id of every row (the estimator's ``index``).
+        algorithm: the ``algorithm`` config (estimator name, gamma, lam, KL-in-reward settings).
+        kl_coef: current coefficient of the KL penalty in the reward.
+
+    Returns:
+        ``(fields, stats)``: jagged ``token_level_rewards``, ``advantages``, ``returns``; and
+        ``stats`` as sum/count/max/min entries.
+    """
+    lengths = td.get("responses").offsets().diff()
+    width = max(1, int(lengths.max()))
+    mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    scores = _padded(td, "token_level_scores", width)
+    rewards = scores
+    stats: dict[str, float] = {}
+    if algorithm.use_kl_in_reward:
+        kl = kl_penalty(
+            _padded(td, "old_log_probs", width), _padded(td, "ref_log_prob", width), algorithm.kl_penalty
+        )
+        rewards = scores - kl_coef * kl * mask
+        stats.update(stat_entries("actor/reward_kl_penalty", masked_mean(kl, mask, dim=1)))
+    values = _padded(td, "values", width) if "values" in td.keys() else None
+    estimator = get_adv_estimator_fn(algorithm.adv_estimator)
+    advantages, returns = estimator(
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=uids,
+        values=values,
+        gamma=algorithm.gamma,
+        lam=algorithm.lam,
+        config=algorithm,
+    )
+    valid = mask.bool()
+    stats.update(stat_entries("critic/score", (scores * mask).sum(dim=1)))
+    stats.update(stat_entries("critic/rewards", (rewards * mask).sum(dim=1)))
+    stats.update(stat_entries("critic/advantages", advantages[valid]))
+    stats.update(stat_entries("critic/returns", returns[valid]))
+    stats.update(stat_entries("response_length", lengths.float()))
+    stats.update(stat_entries("prompt_length", td.get("prompts").offsets().diff().float()))
+    if values is not None:
+        stats.update(stat_entries("critic/values", values[valid]))
+        residual, target = (returns - values)[valid].double(), returns[valid].double()
+        stats.update(
+            {
+                "critic/vf_residual_sqsum": float(residual.square().sum()),
+                "critic/vf_return_sqsum": float((target - target.mean()).square().sum()),
+            }
+        )
+    lengths_list = lengths.tolist()
+    fields = {
+        "token_level_rewards": unpad_rows(rewards, lengths_list),
+        "advantages": unpad_rows(advantages.float(), lengths_list),
+        "returns": unpad_rows(returns.float(), lengths_list),
+    }
+    return fields, stats

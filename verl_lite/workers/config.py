@@ -1,0 +1,190 @@
+"""Typed configuration of the worker floor: model, optimizer, engine, actor, critic and rollout.
+
+Each dataclass mirrors a yaml group (``actor_rollout_ref.model``, ``...actor.optim`` ...). Build
+them from yaml/DictConfig/dict with ``verl_lite.utils.config.from_config``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ModelConfig:
+    """Where the model comes from and how it is built."""
+
+    # Hugging Face folder (or hub id where the hub is reachable) of the model and its tokenizer.
+    path: str = ""
+    # Tokenizer folder when it differs from ``path``.
+    tokenizer_path: str | None = None
+    # Recompute activations in backward to save memory (slower).
+    enable_gradient_checkpointing: bool = False
+    # Pass trust_remote_code to transformers.
+    trust_remote_code: bool = False
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and its learning-rate schedule."""
+
+    # Peak learning rate.
+    lr: float = 1e-6
+    # AdamW decoupled weight decay.
+    weight_decay: float = 0.01
+    # AdamW betas.
+    betas: tuple[float, float] = (0.9, 0.999)
+    # Clip the global gradient norm to this value (the norm before clipping is logged).
+    grad_clip: float = 1.0
+    # "constant" or "cosine" (linear warmup, then cosine decay to min_lr_ratio * lr).
+    lr_scheduler: str = "constant"
+    # Warmup steps; when negative, warmup_steps_ratio * total_training_steps is used.
+    warmup_steps: int = -1
+    # Fraction of total_training_steps spent warming up (when warmup_steps < 0).
+    warmup_steps_ratio: float = 0.0
+    # Floor of the cosine schedule as a fraction of lr.
+    min_lr_ratio: float = 0.0
+    # Optimizer steps in the run (set by the trainer; needed by the cosine schedule).
+    total_training_steps: int = 1
+
+
+@dataclass
+class EngineConfig:
+    """Which training engine runs the model and how it is sharded."""
+
+    # Registered engine name (see verl_lite.workers.engine.ENGINES).
+    name: str = "fsdp"
+    # Parameter dtype on GPU under mixed precision ("bfloat16" or "float32"); CPU always trains in fp32.
+    param_dtype: str = "bfloat16"
+    # Process-group backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl".
+    backend: str = "auto"
+    # Random seed of model-side randomness (dropout, sampling in the same process).
+    seed: int = 1
+
+
+@dataclass
+class ActorConfig:
+    """PPO policy update: batch geometry, loss and regularisers."""
+
+    # Trajectories per optimizer step, over all data-parallel ranks (after rollout.n expansion).
+    ppo_mini_batch_size: int = 16
+    # Trajectories per forward/backward on one rank (ignored with use_dynamic_bsz).
+    ppo_micro_batch_size_per_gpu: int = 4
+    # Cut micro-batches by a token budget instead of a row count.
+    use_dynamic_bsz: bool = False
+    # Token budget of one micro-batch per rank (prompt + response tokens) with use_dynamic_bsz.
+    ppo_max_token_len_per_gpu: int = 16384
+    # Passes over the step's data.
+    ppo_epochs: int = 1
+    # Shuffle rows before cutting mini-batches (seeded by the global step).
+    shuffle: bool = True
+    # Rows per forward when computing log-probs (old and reference) on one rank.
+    log_prob_micro_batch_size_per_gpu: int = 8
+    # Registered policy loss name (verl_lite.algorithms.POLICY_LOSSES).
+    policy_loss: str = "vanilla"
+    # Loss aggregation mode (see docs/algorithms.md).
+    loss_agg_mode: str = "token-mean"
+    # PPO clip range below 1 (ratio >= 1 - clip_ratio_low).
+    clip_ratio_low: float = 0.2
+    # PPO clip range above 1 (ratio <= 1 + clip_ratio_high); DAPO's clip-higher raises it.
+    clip_ratio_high: float = 0.2
+    # Dual-clip bound for negative advantages.
+    clip_ratio_c: float = 3.0
+    # Entropy bonus coefficient (0 disables it).
+    entropy_coeff: float = 0.0
+    # Add a KL(actor || ref) loss term (GRPO style) instead of a reward penalty.
+    use_kl_loss: bool = False
+    # Coefficient of the KL loss.
+    kl_loss_coef: float = 0.001
+    # KL estimator of the KL loss (k1, k2, k3/low_var_kl, abs, and "+" variants).
+    kl_loss_type: str = "low_var_kl"
+    optim: OptimConfig = field(default_factory=OptimConfig)
+
+
+@dataclass
+class CriticConfig:
+    """Value model update."""
+
+    ppo_mini_batch_size: int = 16
+    ppo_micro_batch_size_per_gpu: int = 4
+    use_dynamic_bsz: bool = False
+    ppo_max_token_len_per_gpu: int = 16384
+    ppo_epochs: int = 1
+    shuffle: bool = True
+    # Value clipping range around the old values.
+    cliprange_value: float = 0.5
+    loss_agg_mode: str = "token-mean"
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
+
+
+@dataclass
+class SamplingConfig:
+    """Sampling parameters of one generation call."""
+
+    # Samples per prompt.
+    n: int = 1
+    temperature: float = 1.0
+    # Nucleus sampling threshold (1.0 disables it).
+    top_p: float = 1.0
+    # Top-k sampling (-1 or 0 disables it).
+    top_k: int = -1
+    # False means greedy decoding.
+    do_sample: bool = True
+
+
+@dataclass
+class RolloutConfig:
+    """Generation backend and its sampling parameters."""
+
+    # Registered rollout backend ("hf" or "vllm").
+    name: str = "hf"
+    # Samples per prompt during training.
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    do_sample: bool = True
+    # Maximum prompt tokens (longer prompts are filtered or truncated by the dataset).
+    prompt_length: int = 256
+    # Maximum generated tokens per sample.
+    response_length: int = 128
+    # Prompts per generate call on one rank.
+    micro_batch_size: int = 64
+    # Registered checkpoint-sync backend carrying actor weights to this rollout ("naive", "ray", "nccl").
+    checkpoint_engine: str = "naive"
+    # Bucket size for weight sync, in MB.
+    update_weights_bucket_megabytes: int = 512
+    # vLLM: KV-cache / memory share of the device, max model length, eager mode.
+    gpu_memory_utilization: float = 0.5
+    max_model_len: int | None = None
+    enforce_eager: bool = True
+    # vLLM: release memory while training when colocated with the actor.
+    free_cache_engine: bool = True
+    # Sampling for validation (greedy, n = 1 by default).
+    val_kwargs: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(n=1, temperature=0.0, do_sample=False)
+    )
+
+    def train_sampling(self) -> SamplingConfig:
+        """The sampling parameters of training rollouts."""
+        return SamplingConfig(self.n, self.temperature, self.top_p, self.top_k, self.do_sample)
+
+
+@dataclass
+class ActorRolloutRefConfig:
+    """Everything an ``ActorRolloutRefWorker`` needs (the ``actor_rollout_ref`` yaml group)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+
+@dataclass
+class CriticWorkerConfig:
+    """Everything a ``CriticWorker`` needs (the ``critic`` yaml group)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    # Rows per forward when computing values on one rank.
+    log_prob_micro_batch_size_per_gpu: int = 8

@@ -1,0 +1,107 @@
+"""The value worker: the LM body with a scalar head, scoring states and learning returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tensordict import TensorDict
+
+from verl_lite.algorithms import compute_value_loss, masked_mean
+from verl_lite.kv import KVBatchMeta, get_kv_client
+from verl_lite.single_controller import Dispatch, Worker, make_nd_dispatch, register
+from verl_lite.utils.config import from_config
+from verl_lite.workers.batching import RowBatch, global_counts, mean_metrics, mini_batches
+from verl_lite.workers.config import CriticWorkerConfig
+from verl_lite.workers.engine import get_engine
+from verl_lite.workers.sequences import response_values, unpad_rows
+
+
+class CriticWorker(Worker):
+    """Computes ``values`` for trajectories in the KV store and fits them to ``returns``."""
+
+    def __init__(self, config: Any):
+        super().__init__()
+        self.config = from_config(CriticWorkerConfig, config)
+        self.engine = None
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        """Build the value model (scalar head on the LM body) on the configured engine."""
+        from transformers import AutoTokenizer
+
+        cfg = self.config
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.engine = get_engine(cfg.engine.name)(cfg.model, cfg.critic.optim, cfg.engine, kind="value")
+        self.register_mesh("critic", dp_rank=self.rank, is_collect=True)
+        self.kv = get_kv_client()
+
+    def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
+        return RowBatch(
+            self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=fields), self.pad_token_id
+        )
+
+    @register(dispatch_mode=make_nd_dispatch("critic"))
+    @torch.no_grad()
+    def compute_values(self, meta: KVBatchMeta) -> KVBatchMeta:
+        """Write ``values`` (the value of the state before each response token) for ``meta``'s rows."""
+        batch = self._read(meta, ["prompts", "responses"])
+        rows = []
+        self.engine.model.eval()
+        for mb in batch.micro_batches(
+            list(range(len(batch))), self.config.log_prob_micro_batch_size_per_gpu, None
+        ):
+            values = response_values(self.engine.forward(mb), mb["response_mask"].shape[1])
+            rows.extend(values.cpu())
+        width = max(r.numel() for r in rows)
+        padded = torch.stack([torch.nn.functional.pad(r, (0, width - r.numel())) for r in rows])
+        jagged = unpad_rows(padded, batch.response_lengths())
+        self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=TensorDict({"values": jagged}, [len(meta)]))
+        return KVBatchMeta(
+            keys=meta.keys,
+            tags=meta.tags,
+            partition_id=meta.partition_id,
+            fields=sorted(set(meta.fields) | {"values"}),
+            extra_info=meta.extra_info,
+        )
+
+    @register(dispatch_mode=make_nd_dispatch("critic"))
+    def update_critic(self, meta: KVBatchMeta) -> dict[str, float]:
+        """ppo_epochs x mini-batches of the clipped value loss; returns mean ``critic/*`` metrics."""
+        cfg = self.config.critic
+        batch = self._read(meta, ["prompts", "responses", "values", "returns"])
+        dp_size = dist.get_world_size()
+        local_mini = max(1, cfg.ppo_mini_batch_size // dp_size)
+        step = int(meta.extra_info.get("global_steps", 0))
+        history = []
+        for epoch in range(cfg.ppo_epochs):
+            for rows in mini_batches(len(batch), local_mini, cfg.shuffle, seed=step * 1000 + epoch):
+                budget = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
+                micro = batch.micro_batches(rows, cfg.ppo_micro_batch_size_per_gpu, budget)
+                tokens, seqs = global_counts(micro)
+                agg = {"global_num_tokens": tokens, "global_num_seqs": seqs, "dp_size": dp_size}
+                metrics = [self.engine.forward_backward(mb, self._value_loss(agg)) for mb in micro]
+                step_metrics = mean_metrics(metrics)
+                step_metrics["vf_loss"] = sum(m["vf_loss"] for m in metrics) / dp_size
+                step_metrics.update(self.engine.optimizer_step())
+                history.append(step_metrics)
+        return {f"critic/{k}": v for k, v in mean_metrics(history).items()}
+
+    def _value_loss(self, agg: dict):
+        cfg = self.config.critic
+
+        def compute(output: torch.Tensor, mb: dict[str, torch.Tensor]):
+            mask = mb["response_mask"].float()
+            vpreds = response_values(output, mask.shape[1])
+            loss, metrics = compute_value_loss(
+                vpreds, mb["returns"], mb["values"], mask, cfg.cliprange_value, cfg.loss_agg_mode, **agg
+            )
+            return loss, {
+                "vf_loss": float(loss.detach()),
+                "vf_clipfrac": float(metrics["vf_clipfrac"]),
+                "vpred_mean": float(masked_mean(vpreds.detach(), mask)),
+            }
+
+        return compute

@@ -1,0 +1,12 @@
+"""Training engines behind a registry: ``get_engine("fsdp")`` is the FSDP2 engine."""
+
+from verl_lite.workers.engine.base import (
+    ENGINES,
+    TrainingEngine,
+    get_engine,
+    init_distributed,
+    register_engine,
+)
+from verl_lite.workers.engine.fsdp import FSDPEngine
+
+__all__ = ["ENGINES", "FSDPEngine", "TrainingEngine", "get_engine", "init_distributed", "register_engine"]

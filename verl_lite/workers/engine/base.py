@@ -1,0 +1,87 @@
+"""The training-engine contract workers program against, and the engine registry."""
+
+from __future__ import annotations
+
+import os
+import socket
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from verl_lite.utils.registry import Registry
+
+ENGINES: Registry[type[TrainingEngine]] = Registry("training engine")
+
+# loss_fn(model_output, micro_batch) -> (loss to back-propagate, scalar metrics)
+LossFn = Callable[[Any, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float]]]
+
+
+def register_engine(name: str):
+    """Class decorator: make an engine selectable by ``engine.name``."""
+    return ENGINES.register(name)
+
+
+def get_engine(name: str) -> type[TrainingEngine]:
+    """The engine class registered under ``name`` (the error lists the known engines)."""
+    return ENGINES.get(name)
+
+
+class TrainingEngine(ABC):
+    """Owns a model, its optimizer and scheduler; runs forward/backward and optimizer steps.
+
+    Workers build micro-batches and losses; the engine hides how parameters are sharded and
+    where they live. Every call that touches sharded state is collective: all ranks of the
+    engine's process group must make it in the same order.
+    """
+
+    model: torch.nn.Module
+    device: torch.device
+
+    @abstractmethod
+    def forward(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Model output (logits, or values for a value model) for one padded micro-batch."""
+
+    @abstractmethod
+    def forward_backward(self, micro_batch: dict[str, torch.Tensor], loss_fn: LossFn) -> dict[str, float]:
+        """Run forward, ``loss_fn`` and backward, accumulating gradients; returns the loss metrics."""
+
+    @abstractmethod
+    def optimizer_step(self) -> dict[str, float]:
+        """Clip gradients, step optimizer and scheduler, zero gradients; returns grad_norm and lr."""
+
+    @abstractmethod
+    def named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Yield every (name, unsharded CPU-or-device tensor) of the model, in a fixed order."""
+
+    @abstractmethod
+    def save_checkpoint(self, path: str) -> None:
+        """Save model, optimizer, scheduler and RNG state (sharded) under ``path``."""
+
+    @abstractmethod
+    def load_checkpoint(self, path: str) -> None:
+        """Restore what ``save_checkpoint`` wrote."""
+
+    @abstractmethod
+    def export_hf(self, path: str, tokenizer: Any = None) -> None:
+        """Write a Hugging Face folder (``save_pretrained``, plus tokenizer) that transformers and vLLM load."""
+
+
+def init_distributed(backend: str = "auto") -> None:
+    """Join the worker group's process group (env:// rendezvous set by the worker group), once per process."""
+    if dist.is_initialized():
+        return
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if not os.environ.get("MASTER_PORT") or os.environ["MASTER_PORT"] == "0":
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend=backend, init_method="env://")

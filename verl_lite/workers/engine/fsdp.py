@@ -1,0 +1,184 @@
+"""FSDP2 training engine: ``fully_shard`` per decoder layer, AdamW, on CPU (gloo) and GPU (nccl)."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+
+from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig
+from verl_lite.workers.engine.base import LossFn, TrainingEngine, init_distributed, register_engine
+from verl_lite.workers.engine.schedule import build_scheduler
+
+MODEL_KINDS = ("causal_lm", "value")
+
+
+def load_hf_model(config: ModelConfig, kind: str) -> torch.nn.Module:
+    """Load a causal LM, or the same body with a scalar head per token for ``kind="value"``, in fp32."""
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"model kind {kind!r} is not one of {MODEL_KINDS}.")
+    common = {"dtype": torch.float32, "trust_remote_code": config.trust_remote_code}
+    if kind == "causal_lm":
+        return AutoModelForCausalLM.from_pretrained(config.path, **common)
+    return AutoModelForTokenClassification.from_pretrained(config.path, num_labels=1, **common)
+
+
+@register_engine("fsdp")
+class FSDPEngine(TrainingEngine):
+    """Shards a Hugging Face model with FSDP2 over the worker group's process group.
+
+    Parameters stay fp32; on GPU the forward/backward run in ``engine.param_dtype`` (bf16 by
+    default) with fp32 gradient reduction. Gradients are averaged over data-parallel ranks by
+    the reduce-scatter, which is what ``agg_loss``'s ``dp_size`` convention expects.
+    """
+
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        optim_config: OptimConfig | None = None,
+        engine_config: EngineConfig | None = None,
+        kind: str = "causal_lm",
+    ):
+        self.model_config = model_config
+        self.optim_config = optim_config
+        self.engine_config = engine_config or EngineConfig()
+        init_distributed(self.engine_config.backend)
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        on_gpu = torch.cuda.is_available() and dist.get_backend() == "nccl"
+        self.device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+        torch.manual_seed(self.engine_config.seed)
+        model = load_hf_model(model_config, kind)
+        if model_config.enable_gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self._hf_class = type(model)
+        self.mesh = init_device_mesh(self.device.type, (self.world_size,))
+        mp_policy = (
+            MixedPrecisionPolicy(
+                param_dtype=getattr(torch, self.engine_config.param_dtype), reduce_dtype=torch.float32
+            )
+            if on_gpu
+            else MixedPrecisionPolicy()
+        )
+        for layer in _decoder_layers(model):
+            fully_shard(layer, mesh=self.mesh, mp_policy=mp_policy)
+        fully_shard(model.to(self.device), mesh=self.mesh, mp_policy=mp_policy)
+        self.model = model
+        self.hf_config = model.config
+        self.optimizer = self.scheduler = None
+        if optim_config is not None:
+            self.optimizer = torch.optim.AdamW(
+                model.parameters(),
+                lr=optim_config.lr,
+                betas=tuple(optim_config.betas),
+                weight_decay=optim_config.weight_decay,
+            )
+            self.scheduler = build_scheduler(self.optimizer, optim_config)
+
+    # ---- compute --------------------------------------------------------------------------------
+    def _model_inputs(self, micro_batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        keys = ("input_ids", "attention_mask", "position_ids")
+        return {k: micro_batch[k].to(self.device) for k in keys if k in micro_batch}
+
+    def forward(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(**self._model_inputs(micro_batch), use_cache=False).logits.float()
+
+    def forward_backward(self, micro_batch: dict[str, torch.Tensor], loss_fn: LossFn) -> dict[str, float]:
+        self.model.train()
+        output = self.forward(micro_batch)
+        loss, metrics = loss_fn(output, micro_batch)
+        loss.backward()
+        return metrics
+
+    def optimizer_step(self) -> dict[str, float]:
+        if self.optimizer is None:
+            raise RuntimeError("this engine was built without an optimizer (optim_config=None).")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_config.grad_clip)
+        if isinstance(grad_norm, DTensor):
+            grad_norm = grad_norm.full_tensor()
+        lr = self.scheduler.get_last_lr()[0]
+        if torch.isfinite(grad_norm):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return {"grad_norm": float(grad_norm), "lr": float(lr)}
+
+    # ---- weights out ----------------------------------------------------------------------------
+    def named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for name, tensor in self.model.state_dict().items():
+            yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+    def export_hf(self, path: str, tokenizer: Any = None) -> None:
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(self.model, options=options)
+        if self.rank == 0:
+            os.makedirs(path, exist_ok=True)
+            with torch.device("meta"):
+                export_model = self._hf_class(self.hf_config)
+            export_model.load_state_dict(state, assign=True)
+            export_model.save_pretrained(path, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(path)
+        dist.barrier()
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
+        extra = {
+            "scheduler": self.scheduler.state_dict() if self.scheduler else None,
+            "rng": _rng_state(),
+        }
+        torch.save(extra, os.path.join(path, f"extra_rank{self.rank}.pt"))
+        dist.barrier()
+
+    def load_checkpoint(self, path: str) -> None:
+        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        state = {"model": model_state, "optim": optim_state}
+        dcp.load(state, checkpoint_id=path)
+        set_state_dict(
+            self.model, self.optimizer or [], model_state_dict=state["model"], optim_state_dict=state["optim"]
+        )
+        extra = torch.load(os.path.join(path, f"extra_rank{self.rank}.pt"), weights_only=False)
+        if self.scheduler is not None and extra["scheduler"] is not None:
+            self.scheduler.load_state_dict(extra["scheduler"])
+        _set_rng_state(extra["rng"])
+        dist.barrier()
+
+
+def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated transformer blocks (each becomes one FSDP unit)."""
+    layer_names = getattr(model, "_no_split_modules", None) or []
+    return [m for m in model.modules() if type(m).__name__ in layer_names]
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])

