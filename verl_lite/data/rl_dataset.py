@@ -1,0 +1,357 @@
+"""Load RL prompt rows, tokenize them with the chat template, and serve resumable shuffled batches of them.
+
+Rows follow the GSM8K preprocessing schema (``verl_lite.data.synthetic`` writes it)::
+
+    {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "..."}],
+     "reward_model": {"ground_truth": "72"}, "extra_info": {...}, ...}
+
+``RLHFDataset`` reads parquet, jsonl, json (a list of objects) or a folder saved with
+``datasets.Dataset.save_to_disk``, from one path or a list (``data.train_files``). Bad rows are
+skipped and reported once at load time (``dataset.skipped``) instead of failing mid-run.
+``PromptBatches`` draws batches epoch after epoch and can resume exactly where a checkpoint left off.
+
+Prompt ids (uids): the dataset gives each item its source ``index``; ``PromptBatches`` adds
+``uid = row_uid(split, epoch, index)``, unique per draw because every row is drawn once per epoch.
+A trainer may replace it (e.g. with a per-step counter); GRPO only needs the samples of one prompt
+to share a uid that no other prompt of the step uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+__all__ = ["TRUNCATION_MODES", "PromptBatches", "RLHFDataset", "read_rows", "row_uid"]
+
+logger = logging.getLogger(__name__)
+
+TRUNCATION_MODES = ("error", "left", "right")
+DataFiles = str | PathLike | Sequence[str | PathLike]
+
+
+def row_uid(split: str, epoch: int, index: int) -> str:
+    """Identifier of one draw of row ``index``: unique across epochs and rows (``"train-2-17"``)."""
+    return f"{split}-{epoch}-{index}"
+
+
+def read_rows(data_files: DataFiles) -> list[dict[str, Any]]:
+    """All rows of ``data_files`` (one path or a list), concatenated in order, as plain python dicts.
+
+    Supported: ``.parquet``, ``.jsonl``, ``.json`` (a list of objects) and folders written by
+    ``datasets.Dataset.save_to_disk``. Errors name the offending path.
+    """
+    paths = [data_files] if isinstance(data_files, str | PathLike) else list(data_files)
+    if not paths:
+        raise ValueError("read_rows: no data files given (data.train_files is empty).")
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        rows.extend(_read_file(Path(path).expanduser()))
+    return rows
+
+
+def _read_file(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise FileNotFoundError(f"data file not found: {str(path)!r}.")
+    if path.is_dir():
+        return _read_hf_folder(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        # to_pylist gives python lists/dicts (pandas would give numpy arrays for list columns)
+        return pq.read_table(path).to_pylist()
+    if suffix == ".jsonl":
+        with path.open() as f:
+            return [json.loads(line) for line in f if line.strip()]
+    if suffix == ".json":
+        data = json.loads(path.read_text())
+        if not isinstance(data, list):
+            raise ValueError(f"{str(path)!r}: a .json data file must hold a list of row objects.")
+        return data
+    raise ValueError(
+        f"{str(path)!r}: unsupported data file type {suffix!r}; use .parquet, .jsonl, .json or a "
+        "folder saved with datasets.save_to_disk."
+    )
+
+
+def _read_hf_folder(path: Path) -> list[dict[str, Any]]:
+    import datasets
+
+    try:
+        data = datasets.load_from_disk(str(path))
+    except FileNotFoundError as exc:
+        raise ValueError(f"{str(path)!r} is a folder but not a saved Hugging Face dataset ({exc}).") from None
+    if isinstance(data, datasets.DatasetDict):
+        raise ValueError(
+            f"{str(path)!r} holds several splits {sorted(data)}; point the data files at one of them "
+            f"({str(path / sorted(data)[0])!r})."
+        )
+    return data.to_list()
+
+
+class RLHFDataset(Dataset):
+    """Tokenized RL prompts with what the reward needs (data source, ground truth, extra info, row).
+
+    Args:
+        data_files: a path or list of paths (see :func:`read_rows`); None when ``rows`` is given.
+        tokenizer: a Hugging Face tokenizer with a chat template.
+        prompt_key: column holding the prompt: a list of chat messages or a plain string (one user turn).
+        max_prompt_length: longest prompt in tokens (data.max_prompt_length).
+        filter_overlong_prompts: drop longer prompts at load time (counted in ``skipped``).
+        truncation: for longer prompts that are not filtered: ``"error"`` raises, ``"left"`` keeps the
+            last ``max_prompt_length`` tokens, ``"right"`` the first.
+        default_data_source: ``data_source`` of rows without one.
+        split: name used in uids (``"train"``, ``"val"``).
+        chat_template_kwargs: extra arguments of ``apply_chat_template`` (e.g. ``enable_thinking``).
+        rows: in-memory rows instead of files.
+
+    Items (``dataset[i]``): ``prompt_ids`` (prompt_len,) LongTensor, ``raw_prompt`` (the templated
+    text the ids encode), ``data_source``, ``ground_truth``, ``extra_info`` (dict), ``index`` (the
+    row's position in the concatenated source files, before skipping) and ``row`` (the original row).
+
+    Attributes:
+        skipped: ``{reason: {"count", "first_index", "first_row"}}`` for reasons ``missing_prompt``,
+            ``invalid_prompt``, ``missing_ground_truth`` and ``overlong_prompt``; only reasons that
+            occurred appear.
+        num_truncated: prompts shortened by ``truncation="left"|"right"``.
+    """
+
+    def __init__(
+        self,
+        data_files: DataFiles | None,
+        tokenizer: Any,
+        *,
+        prompt_key: str = "prompt",
+        max_prompt_length: int = 1024,
+        filter_overlong_prompts: bool = False,
+        truncation: str = "error",
+        default_data_source: str = "unknown",
+        split: str = "train",
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        rows: Sequence[Mapping[str, Any]] | None = None,
+    ):
+        if truncation not in TRUNCATION_MODES:
+            raise ValueError(
+                f"data.truncation={truncation!r} is invalid; use one of {list(TRUNCATION_MODES)}."
+            )
+        if max_prompt_length <= 0:
+            raise ValueError(f"data.max_prompt_length={max_prompt_length} is invalid; use a token count > 0.")
+        if (data_files is None) == (rows is None):
+            raise ValueError("RLHFDataset: give exactly one of data_files and rows.")
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("RLHFDataset: the tokenizer has no chat_template; prompts are rendered with it.")
+        self.tokenizer = tokenizer
+        self.prompt_key = prompt_key
+        self.max_prompt_length = max_prompt_length
+        self.filter_overlong_prompts = filter_overlong_prompts
+        self.truncation = truncation
+        self.default_data_source = default_data_source
+        self.split = split
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.skipped: dict[str, dict[str, Any]] = {}
+        self.num_truncated = 0
+        source = read_rows(data_files) if rows is None else rows
+        self.examples = [
+            ex for i, row in enumerate(source) if (ex := self._encode_row(i, dict(row))) is not None
+        ]
+        self._log_skipped(len(source))
+
+    def _encode_row(self, index: int, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored example of ``row``, or None (recorded in ``skipped``) when it cannot be used."""
+        prompt = row.get(self.prompt_key)
+        if prompt is None or (isinstance(prompt, str | list) and not prompt):
+            return self._skip("missing_prompt", index, row)
+        messages = _as_messages(prompt)
+        if messages is None:
+            return self._skip("invalid_prompt", index, row)
+        reward_model = row.get("reward_model")
+        ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
+        if ground_truth is None:
+            return self._skip("missing_ground_truth", index, row)
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
+        )
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) > self.max_prompt_length:
+            if self.filter_overlong_prompts:
+                return self._skip("overlong_prompt", index, row)
+            ids, text = self._truncate(index, ids)
+        return {
+            "prompt_ids": ids,
+            "raw_prompt": text,
+            "data_source": row.get("data_source") or self.default_data_source,
+            "ground_truth": ground_truth,
+            "extra_info": dict(row.get("extra_info") or {}),
+            "index": index,
+            "row": row,
+        }
+
+    def _truncate(self, index: int, ids: list[int]) -> tuple[list[int], str]:
+        """Cut ``ids`` to ``max_prompt_length`` per ``truncation``; the text is re-decoded to match."""
+        if self.truncation == "error":
+            raise ValueError(
+                f"row {index}: prompt is {len(ids)} tokens, above data.max_prompt_length="
+                f"{self.max_prompt_length}; raise the limit, set data.filter_overlong_prompts=true, "
+                "or set data.truncation=left|right."
+            )
+        self.num_truncated += 1
+        ids = ids[-self.max_prompt_length :] if self.truncation == "left" else ids[: self.max_prompt_length]
+        return ids, self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def _skip(self, reason: str, index: int, row: dict[str, Any]) -> None:
+        entry = self.skipped.setdefault(reason, {"count": 0, "first_index": index, "first_row": row})
+        entry["count"] += 1
+        return None
+
+    def _log_skipped(self, num_rows: int) -> None:
+        if not self.skipped:
+            return
+        parts = [
+            f"{reason}: {entry['count']} (first: row {entry['first_index']} = {_preview(entry['first_row'])})"
+            for reason, entry in self.skipped.items()
+        ]
+        logger.warning(
+            "RLHFDataset(%s): kept %d of %d rows; skipped %s.",
+            self.split,
+            len(self),
+            num_rows,
+            "; ".join(parts),
+        )
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        example = self.examples[i]
+        return {**example, "prompt_ids": torch.tensor(example["prompt_ids"], dtype=torch.long)}
+
+
+def _as_messages(prompt: Any) -> list[dict[str, Any]] | None:
+    """Chat messages of a prompt cell: a string becomes one user turn; None when the cell is malformed."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if not isinstance(prompt, Sequence):
+        return None
+    messages = [dict(m) for m in prompt if isinstance(m, Mapping)]
+    if len(messages) != len(prompt) or any("role" not in m or "content" not in m for m in messages):
+        return None
+    return messages
+
+
+def _preview(row: Mapping[str, Any], limit: int = 200) -> str:
+    text = repr(dict(row))
+    return text if len(text) <= limit else text[:limit] + "...}"
+
+
+class PromptBatches:
+    """Batches of ``RLHFDataset`` items, epoch after epoch, resumable to the exact next batch.
+
+    Epoch ``e`` visits the rows in a fixed order: a permutation drawn from ``random.Random(seed + e)``
+    (or the file order when ``shuffle=False``). ``next(batches)`` returns the next batch (a list of
+    items, each with ``uid`` and ``epoch`` added) and moves to the next epoch by itself, so the stream
+    never ends; ``iter_epoch()`` yields only what remains of the current epoch. ``state_dict()``
+    records the epoch and how many rows of it were consumed; a fresh ``PromptBatches`` given that
+    state returns the same next batch (the batch size may change in between).
+
+    Args:
+        dataset: the items to batch (``len`` and ``[i]``; items need ``index``).
+        batch_size: prompts per batch (data.train_batch_size).
+        shuffle: draw a new permutation each epoch.
+        seed: base seed of the permutations.
+        drop_last: skip the last, smaller batch of an epoch.
+    """
+
+    def __init__(
+        self, dataset: Any, batch_size: int, shuffle: bool = True, seed: int = 0, drop_last: bool = True
+    ):
+        if batch_size <= 0:
+            raise ValueError(f"PromptBatches: batch_size={batch_size} is invalid; use a value > 0.")
+        if len(dataset) == 0 or (drop_last and len(dataset) < batch_size):
+            raise ValueError(
+                f"PromptBatches: {len(dataset)} rows cannot fill one batch of {batch_size} with drop_last=True; "
+                "lower the batch size or add data."
+            )
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        # rows of the current epoch already returned
+        self.position = 0
+        self._order_cache: tuple[int, list[int]] | None = None
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _epoch_end(self) -> int:
+        """Rows of an epoch that are served (the remainder is dropped with ``drop_last``)."""
+        return len(self) * self.batch_size if self.drop_last else len(self.dataset)
+
+    def order(self, epoch: int) -> list[int]:
+        """Dataset positions in the order epoch ``epoch`` visits them."""
+        if self._order_cache is None or self._order_cache[0] != epoch:
+            positions = list(range(len(self.dataset)))
+            if self.shuffle:
+                random.Random(self.seed + epoch).shuffle(positions)
+            self._order_cache = (epoch, positions)
+        return self._order_cache[1]
+
+    def __iter__(self) -> PromptBatches:
+        return self
+
+    def __next__(self) -> list[dict[str, Any]]:
+        if self.position >= self._epoch_end():
+            self.epoch += 1
+            self.position = 0
+        positions = self.order(self.epoch)[
+            self.position : min(self.position + self.batch_size, self._epoch_end())
+        ]
+        self.position += len(positions)
+        split = getattr(self.dataset, "split", "train")
+        batch = []
+        for i in positions:
+            item = self.dataset[i]
+            batch.append({**item, "uid": row_uid(split, self.epoch, item["index"]), "epoch": self.epoch})
+        return batch
+
+    def iter_epoch(self) -> Iterator[list[dict[str, Any]]]:
+        """Yield the batches left in the current epoch (all of the next one if the current is done)."""
+        if self.position >= self._epoch_end():
+            self.epoch += 1
+            self.position = 0
+        while self.position < self._epoch_end():
+            yield next(self)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream stands: ``epoch``, ``position`` (rows consumed in it), ``seed``, ``shuffle``, ``num_rows``."""
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "num_rows": len(self.dataset),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state``; the dataset must have as many rows as when it was saved."""
+        if state["num_rows"] != len(self.dataset):
+            raise ValueError(
+                f"PromptBatches: the checkpoint was taken over {state['num_rows']} rows but the dataset now has "
+                f"{len(self.dataset)}; resume with the same data files and filters."
+            )
+        self.epoch = int(state["epoch"])
+        self.position = int(state["position"])
+        self.seed = int(state["seed"])
+        self.shuffle = bool(state["shuffle"])
+        self._order_cache = None
