@@ -1,0 +1,56 @@
+"""Rule-based scorers chosen by ``data_source``, and the dispatcher the reward managers call by default.
+
+Importing this package registers the built-in scorers (GSM8K, MATH, the synthetic task). Add your
+own with :func:`register_scorer`, or point ``reward.custom_reward_function.path`` at a file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import gsm8k, hendrycks_math, synthetic_arith  # noqa: F401  (registers the built-in scorers)
+from .registry import SCORERS, ScoreFn, accepted_kwargs, register_scorer, select_kwargs
+
+__all__ = [
+    "SCORERS",
+    "ScoreFn",
+    "accepted_kwargs",
+    "default_compute_score",
+    "get_scorer",
+    "register_scorer",
+    "select_kwargs",
+]
+
+
+def get_scorer(data_source: str) -> ScoreFn:
+    """The scorer registered for ``data_source``; ValueError naming it and the known sources otherwise."""
+    if data_source not in SCORERS:
+        raise ValueError(
+            f"no reward scorer for data_source {data_source!r}; known data sources: "
+            f"{', '.join(SCORERS.names())}. Register one with verl_lite.reward.register_scorer or set "
+            "reward.custom_reward_function.path."
+        )
+    return SCORERS.get(data_source)
+
+
+def default_compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    **kwargs: Any,
+) -> float | dict[str, Any]:
+    """Score one response with the scorer registered for its ``data_source``.
+
+    Args:
+        data_source: the row's ``data_source`` (e.g. ``"openai/gsm8k"``).
+        solution_str: the decoded response.
+        ground_truth: the row's ``reward_model.ground_truth``.
+        extra_info: the row's ``extra_info`` (may be None).
+        **kwargs: ``reward.reward_kwargs``; the scorer gets the keywords it names.
+
+    Returns:
+        A float, or a dict with ``"score"`` and extra metric fields.
+    """
+    scorer = get_scorer(data_source)
+    return scorer(solution_str, ground_truth, extra_info, **select_kwargs(scorer, kwargs))
