@@ -8,12 +8,14 @@ from verl_lite.checkpoint_engine.base import (
     register_checkpoint_engine,
 )
 from verl_lite.checkpoint_engine.naive import NaiveCheckpointEngine
+from verl_lite.checkpoint_engine.nccl import NcclCheckpointEngine
 from verl_lite.checkpoint_engine.ray_store import RayCheckpointEngine
 
 __all__ = [
     "CHECKPOINT_ENGINES",
     "CheckpointEngine",
     "NaiveCheckpointEngine",
+    "NcclCheckpointEngine",
     "RayCheckpointEngine",
     "buckets",
     "get_checkpoint_engine",
