@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/install_vllm_cpu.sh
 	@touch $(STAMP)
 
 demo: install
-	$(PY) examples/single_controller_demo.py
+	$(PY) -m verl_lite.main_ppo
 
 test: install
 	$(PY) -m pytest -q tests

@@ -24,15 +24,29 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
     return {
         "model": {"path": model_dir},
         "actor": base,
-        "rollout": {"name": rollout_name, "n": 2, "prompt_length": 16, "response_length": 6, "micro_batch_size": 8},
+        "rollout": {
+            "name": rollout_name,
+            "n": 2,
+            "prompt_length": 16,
+            "response_length": 6,
+            "micro_batch_size": 8,
+        },
     }
 
 
-def make_group(model_dir: str, ranks: int, role: str = "actor_rollout_ref", name: str = "actor",
-               rollout_name: str = "hf", **actor):
+def make_group(
+    model_dir: str,
+    ranks: int,
+    role: str = "actor_rollout_ref",
+    name: str = "actor",
+    rollout_name: str = "hf",
+    **actor,
+):
     group = RayWorkerGroup(
         RayResourcePool([ranks], name_prefix=name),
-        RayClassWithInitArgs(InspectableActor, config=actor_config(model_dir, rollout_name, **actor), role=role),
+        RayClassWithInitArgs(
+            InspectableActor, config=actor_config(model_dir, rollout_name, **actor), role=role
+        ),
     )
     group.init_model()
     return group

@@ -21,6 +21,8 @@ from verl_lite.workers.rollout import get_rollout
 from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
 
 ROLES = ("actor", "rollout", "ref")
+# Fields generate_sequences writes for every trajectory (token_level_scores only with a reward manager).
+TRAJECTORY_FIELDS = ("prompts", "responses", "response_mask", "rollout_log_probs", "token_level_scores")
 # Per-prompt python fields the rollout hands to the reward manager when the prompt keys hold them.
 ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info")
 # compute_log_prob leaves one (sum, count) of |p_actor - p_rollout| per rank in the returned meta's extra_info.
@@ -164,7 +166,9 @@ class ActorRolloutRefWorker(Worker):
             fields.append("ref_log_prob")
         batch = self._read(meta, fields)
         dp_size = dist.get_world_size()
-        local_mini = max(1, cfg.ppo_mini_batch_size // dp_size)
+        # ppo_mini_batch_size counts prompts; each prompt brought samples_per_prompt trajectories.
+        samples = int(meta.extra_info.get("samples_per_prompt", 1))
+        local_mini = max(1, cfg.ppo_mini_batch_size * samples // dp_size)
         loss_fn = get_policy_loss_fn(cfg.policy_loss)
         loss_config = PolicyLossConfig.from_any(cfg)
         step = int(meta.extra_info.get("global_steps", 0))

@@ -65,7 +65,7 @@ class EngineConfig:
 class ActorConfig:
     """PPO policy update: batch geometry, loss and regularisers."""
 
-    # Trajectories per optimizer step, over all data-parallel ranks (after rollout.n expansion).
+    # Prompts per optimizer step over all data-parallel ranks (each brings rollout.n trajectories).
     ppo_mini_batch_size: int = 16
     # Trajectories per forward/backward on one rank (ignored with use_dynamic_bsz).
     ppo_micro_batch_size_per_gpu: int = 4

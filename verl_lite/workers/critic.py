@@ -73,7 +73,9 @@ class CriticWorker(Worker):
         cfg = self.config.critic
         batch = self._read(meta, ["prompts", "responses", "values", "returns"])
         dp_size = dist.get_world_size()
-        local_mini = max(1, cfg.ppo_mini_batch_size // dp_size)
+        # ppo_mini_batch_size counts prompts; each prompt brought samples_per_prompt trajectories.
+        samples = int(meta.extra_info.get("samples_per_prompt", 1))
+        local_mini = max(1, cfg.ppo_mini_batch_size * samples // dp_size)
         step = int(meta.extra_info.get("global_steps", 0))
         history = []
         for epoch in range(cfg.ppo_epochs):

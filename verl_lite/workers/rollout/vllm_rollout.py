@@ -81,7 +81,14 @@ class VLLMRollout(RolloutBackend):
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         from safetensors.torch import save
 
-        state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in named_tensors}
+        state, seen = {}, set()
+        for name, tensor in named_tensors:
+            tensor = tensor.detach().to("cpu").contiguous()
+            # Tied weights (lm_head = embed_tokens) share storage; vLLM ties them itself.
+            if tensor.data_ptr() in seen:
+                continue
+            seen.add(tensor.data_ptr())
+            state[name] = tensor
         self.llm.collective_rpc("load_weights_blob", args=(save(state),))
         # Cached prefixes hold KV computed with the old weights.
         self.llm.reset_prefix_cache()

@@ -1,0 +1,87 @@
+"""Bad configurations are rejected before Ray starts, each with one sentence naming key, value and fix."""
+
+import os
+
+import pytest
+import ray
+from hydra import compose, initialize_config_dir
+
+from verl_lite.main_ppo import load_config
+
+CONFIG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs")
+
+
+def load(*overrides):
+    with initialize_config_dir(config_dir=os.path.abspath(CONFIG_DIR), version_base=None):
+        return load_config(compose("ppo_trainer", overrides=list(overrides)))
+
+
+def test_default_config_is_valid_and_points_at_the_embedded_task():
+    config = load()
+    assert config.model.path.endswith(os.path.join("assets", "tiny_model"))
+    assert config.data.train_files.endswith("train.parquet") and os.path.exists(config.data.val_files)
+
+
+BAD_CONFIGS = [
+    (
+        ["data.train_batch_size=6", "actor_rollout_ref.actor.ppo_mini_batch_size=4"],
+        "data.train_batch_size=6 must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    ),
+    (
+        [
+            "trainer.n_gpus_per_node=3",
+            "actor_rollout_ref.rollout.n=2",
+            "data.train_batch_size=4",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        ],
+        "must divide evenly over the 3 data-parallel ranks",
+    ),
+    (["algorithm.adv_estimator=grpoo"], "algorithm.adv_estimator='grpoo' is not registered; known: gae"),
+    (
+        ["actor_rollout_ref.actor.policy_loss=ppo2"],
+        "actor_rollout_ref.actor.policy_loss='ppo2' is not registered",
+    ),
+    (
+        ["actor_rollout_ref.rollout.name=sglang"],
+        "actor_rollout_ref.rollout.name='sglang' is not registered; known: hf, vllm",
+    ),
+    (
+        ["actor_rollout_ref.engine.name=megatron"],
+        "actor_rollout_ref.engine.name='megatron' is not registered",
+    ),
+    (["trainer.mode=async"], "trainer.mode='async' is not registered; known: sync"),
+    (["reward.reward_manager=prime"], "reward.reward_manager='prime' is not registered"),
+    (
+        ["data.train_files=/nonexistent/train.parquet"],
+        "data.train_files: file '/nonexistent/train.parquet' does not exist",
+    ),
+    (["data.max_prompt_length=4000", "data.max_response_length=4000"], "exceeds the model's context"),
+    (["algorithm.adv_estimator=gae", "critic.enable=false"], "algorithm.adv_estimator='gae' needs a critic"),
+    (
+        ["actor_rollout_ref.rollout.n=1"],
+        "algorithm.adv_estimator='grpo' compares samples of one prompt and needs",
+    ),
+    (
+        [
+            "data.default_data_source=my_task",
+            "data.train_files=${oc.env:PWD}/tests/fixtures/no_source.jsonl",
+            "data.val_files=null",
+        ],
+        "my_task",
+    ),
+    (["+actor_rollout_ref.actor.optimz.lr=1"], "unknown key 'actor_rollout_ref.actor.optimz'"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_CONFIGS)
+def test_bad_config_is_rejected_with_a_clear_sentence_before_ray_starts(overrides, message, tmp_path):
+    if any("no_source.jsonl" in o for o in overrides):
+        path = tmp_path / "no_source.jsonl"
+        path.write_text('{"prompt": "1 + 1 =", "reward_model": {"ground_truth": "2"}}\n')
+        overrides = [o.replace("${oc.env:PWD}/tests/fixtures/no_source.jsonl", str(path)) for o in overrides]
+    if ray.is_initialized():
+        ray.shutdown()
+    with pytest.raises(ValueError) as info:
+        load(*overrides)
+    assert message in str(info.value)
+    assert not ray.is_initialized()

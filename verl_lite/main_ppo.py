@@ -1,0 +1,70 @@
+"""Entry point: ``python -m verl_lite.main_ppo [hydra overrides]`` trains with PPO/GRPO on Ray.
+
+The config is built and validated before Ray starts; then a local Ray is started (or the cluster
+at ``ray_kwargs.ray_init.address`` is joined), the ``TaskRunner`` controller runs the training,
+and the process exits non-zero with the error message when anything fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+
+def load_config(cfg: DictConfig):
+    """Typed, defaults-resolved and validated config from Hydra's ``cfg``."""
+    from verl_lite.trainer.config import PPOConfig
+    from verl_lite.trainer.validation import resolve_embedded_defaults, validate_config
+    from verl_lite.utils.config import from_config
+    from verl_lite.utils.extensions import load_extensions
+
+    config = resolve_embedded_defaults(from_config(PPOConfig, cfg))
+    load_extensions(config.trainer.extensions)
+    validate_config(config)
+    return config
+
+
+def run(config) -> list[dict]:
+    """Start (or join) Ray, run the ``TaskRunner`` and always shut Ray down."""
+    import dataclasses
+
+    import ray
+
+    from verl_lite.trainer.task_runner import TaskRunner
+    from verl_lite.utils.extensions import extensions_env
+
+    init_kwargs = {k: v for k, v in config.ray_kwargs.ray_init.items() if v is not None}
+    if "address" not in init_kwargs:
+        slots = config.trainer.nnodes * config.trainer.n_gpus_per_node
+        init_kwargs.setdefault("num_cpus", max(4, slots + 2))
+        init_kwargs.setdefault("object_store_memory", 512 * 1024**2)
+        init_kwargs.setdefault("include_dashboard", False)
+    env_vars = {"TOKENIZERS_PARALLELISM": "false", **extensions_env(config.trainer.extensions)}
+    runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
+    runtime_env["env_vars"] = {**env_vars, **runtime_env.get("env_vars", {})}
+    ray.init(runtime_env=runtime_env, **init_kwargs)
+    try:
+        runner = TaskRunner.remote()
+        return ray.get(runner.run.remote(dataclasses.asdict(config)))
+    finally:
+        ray.shutdown()
+
+
+@hydra.main(config_path="configs", config_name="ppo_trainer", version_base=None)
+def main(cfg: DictConfig) -> None:
+    try:
+        config = load_config(cfg)
+    except ValueError as err:
+        print(f"verl_lite: {err}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        run(config)
+    except Exception as err:  # surface the worker's message, not a Ray wrapper
+        print(f"verl_lite: training failed: {err}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The typed PPO/GRPO configuration: one dataclass per yaml group, validated before Ray starts.
+
+``configs/ppo_trainer.yaml`` only sets values; every key is defined here with its default. The
+cross-field rules (batch divisibility, registry names, files, lengths) live in
+``verl_lite/trainer/validation.py`` and run on the built :class:`PPOConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.kv.config import KVStoreConfig
+from verl_lite.reward.config import RewardConfig
+from verl_lite.workers.config import ActorRolloutRefConfig, CriticWorkerConfig, ModelConfig
+
+
+@dataclass
+class DataConfig:
+    """Prompt datasets and batch geometry."""
+
+    # Parquet / jsonl files (or saved HF dataset folders) of training prompts; null = the embedded task.
+    train_files: Any = None
+    # Validation prompts (same format); null = the embedded task's validation split.
+    val_files: Any = None
+    # Column holding the prompt (chat messages or a string).
+    prompt_key: str = "prompt"
+    # data_source used for rows without that column.
+    default_data_source: str = "synthetic_arith"
+    # Prompts per training step (each gets rollout.n samples).
+    train_batch_size: int = 16
+    # Prompts per validation generate call (null = the whole validation set at once).
+    val_batch_size: int | None = None
+    # Longest prompt in tokens after the chat template.
+    max_prompt_length: int = 64
+    # Longest response in tokens.
+    max_response_length: int = 32
+    # Drop prompts longer than max_prompt_length (counted and reported) instead of truncating.
+    filter_overlong_prompts: bool = True
+    # What to do with a prompt that is too long when not filtered: error, left or right.
+    truncation: str = "error"
+    # Shuffle training prompts every epoch.
+    shuffle: bool = True
+    # Seed of the prompt order.
+    seed: int = 1
+
+
+@dataclass
+class KLControlConfig:
+    """KL penalty coefficient in the reward (``algorithm.use_kl_in_reward``)."""
+
+    # "fixed" or "adaptive".
+    type: str = "fixed"
+    kl_coef: float = 0.001
+    # Adaptive controller: target KL and horizon (in samples).
+    target_kl: float = 0.1
+    horizon: int = 10000
+
+
+@dataclass
+class FilterGroupsConfig:
+    """DAPO dynamic sampling: drop groups whose metric has zero variance."""
+
+    enable: bool = False
+    # Tag metric compared inside a group ("acc" or "score").
+    metric: str = "acc"
+    # Give up refilling after this many extra generation rounds per step.
+    max_num_gen_batches: int = 4
+
+
+@dataclass
+class AlgorithmConfig:
+    """Advantage estimation and reward shaping."""
+
+    # Registered advantage estimator: gae, grpo, rloo, reinforce_plus_plus, remax, opo, grpo_passk, gpg ...
+    adv_estimator: str = "grpo"
+    # Discount and GAE lambda.
+    gamma: float = 1.0
+    lam: float = 1.0
+    # GRPO: divide by the group std (false gives Dr.GRPO).
+    norm_adv_by_std_in_grpo: bool = True
+    # Subtract kl_ctrl.kl_coef * KL(actor || ref) from token rewards (PPO style).
+    use_kl_in_reward: bool = False
+    # KL estimator for the reward penalty.
+    kl_penalty: str = "kl"
+    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+
+
+@dataclass
+class TrainerConfig:
+    """Run length, placement, logging, validation and checkpoints."""
+
+    # Registered trainer mode ("sync").
+    mode: str = "sync"
+    project_name: str = "verl_lite"
+    experiment_name: str = "grpo_tiny"
+    # Loggers: any of console, jsonl, wandb, tensorboard.
+    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
+    # Passes over the training prompts.
+    total_epochs: int = 1
+    # Stop after this many steps (null = total_epochs worth).
+    total_training_steps: int | None = None
+    nnodes: int = 1
+    # Worker processes per node (GPUs per node on a GPU cluster).
+    n_gpus_per_node: int = 1
+    # Validate every test_freq steps (<= 0 disables periodic validation).
+    test_freq: int = 10
+    val_before_train: bool = True
+    val_only: bool = False
+    # Steps during which only the critic is trained.
+    critic_warmup: int = 0
+    # Reorder rows so every DP rank gets a similar token count.
+    balance_batch: bool = True
+    # Save every save_freq steps (<= 0 disables); checkpoints go under default_local_dir.
+    save_freq: int = -1
+    default_local_dir: str = "outputs/checkpoints"
+    # Folder of this run's logs, metrics and plots.
+    run_dir: str = "outputs/runs"
+    # Seconds the replay buffer waits for finished groups before failing.
+    sample_timeout_s: float = 600.0
+    # Python files or modules imported in every process first (they register custom losses, estimators ...).
+    extensions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RayConfig:
+    """How to reach Ray."""
+
+    # Arguments of ray.init (address: null starts a local instance; "auto" joins a cluster).
+    ray_init: dict = field(default_factory=lambda: {"address": None, "num_cpus": None})
+
+
+@dataclass
+class CriticSection(CriticWorkerConfig):
+    """The ``critic`` yaml group: the value worker plus whether it is used at all."""
+
+    # null = use a critic exactly when the estimator needs values (gae).
+    enable: bool | None = None
+
+
+@dataclass
+class PPOConfig:
+    """The whole run (``configs/ppo_trainer.yaml``)."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    critic: CriticSection = field(default_factory=CriticSection)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    ray_kwargs: RayConfig = field(default_factory=RayConfig)
+    kv: KVStoreConfig = field(default_factory=KVStoreConfig)
+
+    @property
+    def model(self) -> ModelConfig:
+        return self.actor_rollout_ref.model
+
+    @property
+    def use_critic(self) -> bool:
+        if self.critic.enable is not None:
+            return self.critic.enable
+        return self.algorithm.adv_estimator == "gae"
+
+    @property
+    def use_reference(self) -> bool:
+        return self.actor_rollout_ref.actor.use_kl_loss or self.algorithm.use_kl_in_reward
+
+    @property
+    def dp_size(self) -> int:
+        return self.trainer.nnodes * self.trainer.n_gpus_per_node

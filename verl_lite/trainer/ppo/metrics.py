@@ -1,0 +1,73 @@
+"""Turn what workers return (scalars, shard statistics, tags) into one flat metrics dict per step."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+
+def combine_shard_stats(shards: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Merge ``name/sum|count|max|min`` entries of several shards into ``name/mean|max|min``.
+
+    Also derives ``critic/vf_explained_var`` from the value residual sums when present.
+    """
+    total: dict[str, float] = defaultdict(float)
+    extremes: dict[str, list[float]] = defaultdict(list)
+    for shard in shards:
+        for key, value in shard.items():
+            if key.endswith(("/max", "/min")):
+                extremes[key].append(value)
+            else:
+                total[key] += value
+    out: dict[str, float] = {}
+    for key, value in total.items():
+        if key.endswith("/sum"):
+            name = key[: -len("/sum")]
+            out[f"{name}/mean"] = value / max(total.get(f"{name}/count", 0.0), 1.0)
+    for key, values in extremes.items():
+        out[key] = max(values) if key.endswith("/max") else min(values)
+    if total.get("critic/vf_return_sqsum"):
+        out["critic/vf_explained_var"] = (
+            1.0 - total["critic/vf_residual_sqsum"] / total["critic/vf_return_sqsum"]
+        )
+    return out
+
+
+def mean_of_dicts(entries: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Average each key over the dicts that report it (per-rank update metrics)."""
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for entry in entries:
+        for key, value in entry.items():
+            sums[key] += float(value)
+            counts[key] += 1
+    return {key: sums[key] / counts[key] for key in sums}
+
+
+def tag_metrics(tags: list[dict], max_response_length: int) -> dict[str, float]:
+    """Accuracy and response-length clip ratio read from trajectory tags (no tensors involved)."""
+    if not tags:
+        return {}
+    lengths = [t.get("response_len", 0) for t in tags]
+    out = {"response_length/clip_ratio": sum(n >= max_response_length for n in lengths) / len(lengths)}
+    accs = [t["acc"] for t in tags if "acc" in t]
+    if accs:
+        out["critic/acc/mean"] = sum(accs) / len(accs)
+    return out
+
+
+def validation_metrics(tags: list[dict], n: int) -> dict[str, float]:
+    """``val-core/<data_source>/acc/mean@n`` (and best@n / maj@n when n > 1) from validation tags."""
+    by_source: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for tag in tags:
+        by_source[tag.get("data_source", "unknown")][tag["uid"]].append(float(tag.get("acc", 0.0)))
+    out = {}
+    for source, groups in by_source.items():
+        accs = [a for group in groups.values() for a in group]
+        out[f"val-core/{source}/acc/mean@{n}"] = sum(accs) / len(accs)
+        if n > 1:
+            out[f"val-core/{source}/acc/best@{n}"] = sum(max(g) for g in groups.values()) / len(groups)
+            out[f"val-core/{source}/acc/maj@{n}"] = sum(sum(g) / len(g) > 0.5 for g in groups.values()) / len(
+                groups
+            )
+    return out

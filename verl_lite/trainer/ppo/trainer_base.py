@@ -1,0 +1,263 @@
+"""``PPOTrainer``: the controller's training loop as named steps, with hooks trainer modes override.
+
+The controller only moves keys and tags: prompts go into the KV store once, workers read and
+write every token tensor themselves, and what comes back here is ``KVBatchMeta`` and scalars.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tensordict import TensorDict
+
+from verl_lite.algorithms import build_kl_controller
+from verl_lite.kv import KVBatchMeta
+from verl_lite.protocol import non_tensor_rows
+from verl_lite.trainer.config import PPOConfig
+from verl_lite.trainer.ppo.balance import balance_by_length
+from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
+from verl_lite.utils.registry import Registry
+from verl_lite.workers.actor_rollout_ref import TRAJECTORY_FIELDS, rollout_probs_diff_mean
+
+TRAINERS: Registry[type] = Registry("trainer mode")
+
+
+def register_trainer(name: str):
+    """Class decorator: make a ``PPOTrainer`` subclass selectable by ``trainer.mode``."""
+    return TRAINERS.register(name)
+
+
+def get_trainer_cls(name: str) -> type[PPOTrainer]:
+    """The trainer class registered under ``name`` (the error lists the known modes)."""
+    return TRAINERS.get(name)
+
+
+@dataclass
+class WorkerGroups:
+    """The worker groups a trainer drives (critic only when the estimator needs values)."""
+
+    actor_rollout: Any
+    critic: Any = None
+
+
+class PPOTrainer:
+    """Synchronous PPO/GRPO loop; subclasses change behaviour through the ``on_*`` hooks only."""
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        groups: WorkerGroups,
+        kv: Any,
+        replay_buffer: Any,
+        train_batches: Any,
+        val_dataset: Any,
+        tracker: Any,
+    ):
+        self.config = config
+        self.groups = groups
+        self.kv = kv
+        self.buffer = replay_buffer
+        self.train_batches = train_batches
+        self.val_dataset = val_dataset
+        self.tracker = tracker
+        self.kl_ctrl = build_kl_controller(config.algorithm.kl_ctrl)
+        self.global_step = 0
+        self.total_steps = self._total_steps()
+        self.timing: dict[str, float] = {}
+        self.history: list[dict[str, float]] = []
+        self._submitted = 0
+        self.buffer.refill_fn = self.refill
+
+    # ---- hooks ----------------------------------------------------------------------------------
+    def on_train_begin(self) -> None:
+        """Before the first step: validate when ``val_before_train``."""
+        if self.config.trainer.val_before_train or self.config.trainer.val_only:
+            metrics = self.validate()
+            self.history.append({"step": self.global_step, **metrics})
+            self.tracker.log(metrics, step=self.global_step)
+
+    def on_step_begin(self, step: int) -> None:
+        """Before a step starts generating."""
+
+    def on_sample_end(self, batch: KVBatchMeta) -> KVBatchMeta:
+        """After the replay buffer returned the step's trajectories; may reorder or filter them."""
+        if self.config.trainer.balance_batch:
+            return balance_by_length(batch, self.groups.actor_rollout.world_size)
+        return batch
+
+    def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
+        """After the update and weight sync: validate on schedule and log."""
+        freq = self.config.trainer.test_freq
+        if step == self.total_steps or (freq > 0 and step % freq == 0):
+            metrics.update(self.validate())
+        self.history.append({"step": step, **metrics})
+        self.tracker.log(metrics, step=step)
+
+    def on_validate_begin(self) -> None:
+        """Before validation generates."""
+
+    def on_validate_end(self, metrics: dict[str, float]) -> None:
+        """After validation metrics are computed."""
+
+    def on_train_end(self) -> None:
+        """After the last step."""
+        self.tracker.finish(self.history)
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def fit(self) -> list[dict[str, float]]:
+        """Run ``total_steps`` steps (or only validation with ``val_only``); returns the step metrics."""
+        self.on_train_begin()
+        if self.config.trainer.val_only:
+            self.on_train_end()
+            return self.history
+        for step in self.tracker.progress(range(self.global_step + 1, self.total_steps + 1)):
+            self.global_step = step
+            self.on_step_begin(step)
+            metrics = self.train_step(step)
+            self.on_step_end(step, metrics)
+        self.on_train_end()
+        return self.history
+
+    def train_step(self, step: int) -> dict[str, float]:
+        """One step: generate → sample → log-probs → ref → values → advantages → updates → sync → clear."""
+        self.timing = {}
+        start = time.perf_counter()
+        with self.timed("gen"):
+            self.generate(step, self.config.data.train_batch_size)
+        batch, metrics = self.buffer.sample(step, "train", self.config.data.train_batch_size)
+        batch.extra_info.update(global_steps=step, samples_per_prompt=self.config.actor_rollout_ref.rollout.n)
+        batch.fields = list(TRAJECTORY_FIELDS)
+        batch = self.on_sample_end(batch)
+        metrics.update(self.score_and_estimate(batch))
+        metrics.update(self.update(batch, step))
+        with self.timed("update_weights"):
+            metrics.update(mean_of_dicts(self.groups.actor_rollout.update_weights(step)))
+        self.kv.kv_clear(batch.keys + list(batch.extra_info.get("group_keys", [])), "train")
+        self.timing["step"] = time.perf_counter() - start
+        metrics.update(self.step_metrics(batch, step))
+        return metrics
+
+    def generate(self, step: int, num_prompts: int) -> list[str]:
+        """Put the next prompts in the store as pending groups and have the rollout workers sample them."""
+        items = next(self.train_batches)[:num_prompts]
+        meta = self.submit_prompts(items, step, "train")
+        self.groups.actor_rollout.generate_sequences(meta)
+        return meta.keys
+
+    def refill(self, num_prompts: int) -> None:
+        """``refill_fn`` of the replay buffer: generate replacements for evicted groups."""
+        self.generate(self.global_step, num_prompts)
+
+    def submit_prompts(self, items: list[dict], step: int, partition: str) -> KVBatchMeta:
+        """Register prompt groups with the buffer and store their token ids and reward fields."""
+        import torch
+
+        self._submitted += len(items)
+        uids = [f"{partition}{step}-{self._submitted - len(items) + i}" for i in range(len(items))]
+        markers = self.buffer.add_groups(
+            uids, step, partition, tags=[{"data_source": it["data_source"]} for it in items]
+        )
+        fields = TensorDict(
+            {"prompts": torch.nested.nested_tensor([it["prompt_ids"] for it in items], layout=torch.jagged)},
+            batch_size=[len(items)],
+        )
+        for name in ("raw_prompt", "data_source", "ground_truth", "extra_info"):
+            fields.set(name, non_tensor_rows([it[name] for it in items]))
+        stored = self.kv.kv_batch_put(uids, partition, fields=fields)
+        return KVBatchMeta(
+            keys=uids,
+            tags=markers.tags,
+            partition_id=partition,
+            fields=stored.fields,
+            extra_info={"global_steps": step},
+        )
+
+    def score_and_estimate(self, batch: KVBatchMeta) -> dict[str, float]:
+        """Old and reference log-probs, values, then advantages in the workers."""
+        cfg, actor = self.config, self.groups.actor_rollout
+        metrics: dict[str, float] = {}
+        with self.timed("old_log_prob"):
+            scored = actor.compute_log_prob(batch)
+        diff = rollout_probs_diff_mean(scored)
+        if diff is not None:
+            metrics["training/rollout_probs_diff_mean"] = diff
+        batch.fields = scored.fields
+        if cfg.use_reference:
+            with self.timed("ref"):
+                batch.fields = actor.compute_ref_log_prob(batch).fields
+        if self.groups.critic is not None:
+            with self.timed("values"):
+                batch.fields = self.groups.critic.compute_values(batch).fields
+        with self.timed("adv"):
+            stats = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
+        metrics.update(combine_shard_stats(stats))
+        if cfg.algorithm.use_kl_in_reward and "actor/reward_kl_penalty/mean" in metrics:
+            self.kl_ctrl.update(metrics["actor/reward_kl_penalty/mean"], len(batch))
+            metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
+        return metrics
+
+    def update(self, batch: KVBatchMeta, step: int) -> dict[str, float]:
+        """Critic update, then (after ``critic_warmup``) the actor update."""
+        metrics: dict[str, float] = {}
+        if self.groups.critic is not None:
+            with self.timed("update_critic"):
+                metrics.update(mean_of_dicts(self.groups.critic.update_critic(batch)))
+        if step > self.config.trainer.critic_warmup:
+            with self.timed("update_actor"):
+                metrics.update(mean_of_dicts(self.groups.actor_rollout.update_actor(batch)))
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Greedy (``val_kwargs``) generation on the validation prompts; accuracy per data source."""
+        if self.val_dataset is None or len(self.val_dataset) == 0:
+            return {}
+        self.on_validate_begin()
+        items = [self.val_dataset[i] for i in range(len(self.val_dataset))]
+        meta = self.submit_prompts(items, self.global_step, "val")
+        out = self.groups.actor_rollout.generate_sequences(meta, validate=True)
+        n = self.config.actor_rollout_ref.rollout.val_kwargs.n
+        by_uid = {tag["uid"]: tag.get("data_source") for tag in meta.tags}
+        tags = [{**tag, "data_source": by_uid.get(tag["uid"], "unknown")} for tag in out.tags]
+        metrics = validation_metrics(tags, n)
+        self.kv.kv_clear(out.keys + meta.keys, "val")
+        self.on_validate_end(metrics)
+        return metrics
+
+    # ---- helpers --------------------------------------------------------------------------------
+    @contextmanager
+    def timed(self, name: str):
+        start = time.perf_counter()
+        yield
+        self.timing[name] = self.timing.get(name, 0.0) + time.perf_counter() - start
+
+    def step_metrics(self, batch: KVBatchMeta, step: int) -> dict[str, float]:
+        tokens = sum(t.get("prompt_len", 0) + t.get("response_len", 0) for t in batch.tags)
+        out = {f"timing_s/{k}": v for k, v in self.timing.items()}
+        out.update({f"timing_per_token_ms/{k}": 1000 * v / max(tokens, 1) for k, v in self.timing.items()})
+        out.update(
+            {
+                "perf/total_num_tokens": float(tokens),
+                "perf/throughput": tokens / max(self.timing.get("step", 1e-9), 1e-9),
+                "training/global_step": float(step),
+                "training/epoch": float(self.train_batches.epoch),
+            }
+        )
+        out.update(tag_metrics(batch.tags, self.config.data.max_response_length))
+        # The store's own accounting: token tensors the controller read (should stay 0).
+        io = self.kv.io_accounting().get(self.kv.name, {})
+        out["kv/controller_bytes_read"] = float(io.get("bytes_read", 0))
+        return out
+
+    def _total_steps(self) -> int:
+        steps_per_epoch = max(1, len(self.train_batches))
+        total = steps_per_epoch * self.config.trainer.total_epochs
+        if self.config.trainer.total_training_steps:
+            total = (
+                min(total, self.config.trainer.total_training_steps)
+                if total
+                else self.config.trainer.total_training_steps
+            )
+        return total

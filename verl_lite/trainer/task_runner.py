@@ -1,0 +1,130 @@
+"""``TaskRunner``: the remote controller that builds everything a run needs, trains, and cleans up."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ray
+
+from verl_lite.trainer.config import PPOConfig
+
+
+def build_resource_manager(config: PPOConfig):
+    """One pool for the policy roles (critic colocated in the same processes when used)."""
+    from verl_lite.single_controller.ray import ResourcePoolManager, Role
+
+    spec = {"global_pool": [config.trainer.n_gpus_per_node] * config.trainer.nnodes}
+    mapping = {Role.ActorRolloutRef: "global_pool"}
+    if config.use_critic:
+        mapping[Role.Critic] = "global_pool"
+    return ResourcePoolManager(resource_pool_spec=spec, mapping=mapping)
+
+
+def build_worker_groups(config: PPOConfig, pool):
+    """The policy worker (actor + rollout [+ ref]) and, for gae, the critic, in one process per slot."""
+    from verl_lite.single_controller.ray import (
+        RayClassWithInitArgs,
+        RayWorkerGroup,
+        create_colocated_worker_cls,
+    )
+    from verl_lite.trainer.ppo.trainer_base import WorkerGroups
+    from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
+    from verl_lite.workers.critic import CriticWorker
+
+    role = "actor_rollout_ref" if config.use_reference else "actor_rollout"
+    policy = RayClassWithInitArgs(
+        ActorRolloutRefWorker, config=config.actor_rollout_ref, role=role, reward_config=config.reward
+    )
+    if not config.use_critic:
+        group = RayWorkerGroup(pool, policy, name_prefix="policy")
+        group.init_model()
+        return WorkerGroups(actor_rollout=group)
+    critic = RayClassWithInitArgs(CriticWorker, config=config.critic)
+    colocated = RayWorkerGroup(pool, create_colocated_worker_cls({"policy": policy, "critic": critic}))
+    groups = colocated.spawn({"policy", "critic"})
+    groups["policy"].init_model()
+    groups["critic"].init_model()
+    return WorkerGroups(actor_rollout=groups["policy"], critic=groups["critic"])
+
+
+def build_dataset(config: PPOConfig, tokenizer, split: str):
+    """The training or validation prompts as an ``RLHFDataset``."""
+    from verl_lite.data.rl_dataset import RLHFDataset
+
+    data = config.data
+    return RLHFDataset(
+        data.train_files if split == "train" else data.val_files,
+        tokenizer,
+        prompt_key=data.prompt_key,
+        max_prompt_length=data.max_prompt_length,
+        filter_overlong_prompts=data.filter_overlong_prompts,
+        truncation=data.truncation,
+        default_data_source=data.default_data_source,
+        split=split,
+    )
+
+
+@ray.remote(num_cpus=0)
+class TaskRunner:
+    """Runs on the cluster: tokenizer, datasets, pools, workers, KV store, replay buffer, trainer."""
+
+    def run(self, config_dict: dict) -> list[dict[str, Any]]:
+        from transformers import AutoTokenizer
+
+        from verl_lite.data.rl_dataset import PromptBatches
+        from verl_lite.kv import init_kv_store, shutdown_kv_store
+        from verl_lite.trainer.ppo import trainer_sync  # noqa: F401  registers the built-in "sync" mode
+        from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
+        from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
+        from verl_lite.trainer.tracking import Tracker
+        from verl_lite.utils.config import from_config
+        from verl_lite.utils.extensions import load_extensions
+
+        config = from_config(PPOConfig, config_dict)
+        load_extensions(config.trainer.extensions)
+        manager = None
+        groups = None
+        kv_started = False
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
+            train = build_dataset(config, tokenizer, "train")
+            val = build_dataset(config, tokenizer, "val") if config.data.val_files else None
+            batches = PromptBatches(
+                train, config.data.train_batch_size, shuffle=config.data.shuffle, seed=config.data.seed
+            )
+            kv = init_kv_store(config.kv, client_name="controller")
+            kv_started = True
+            manager = build_resource_manager(config)
+            manager.create_resource_pool()
+            from verl_lite.single_controller.ray import Role
+
+            groups = build_worker_groups(config, manager.get_resource_pool(Role.ActorRolloutRef))
+            buffer = ReplayBuffer(
+                ReplayBufferConfig(
+                    timeout_s=config.trainer.sample_timeout_s,
+                    filter_groups_enable=config.algorithm.filter_groups.enable,
+                    filter_groups_metric=config.algorithm.filter_groups.metric,
+                ),
+                client=kv,
+            )
+            run_dir = os.path.join(config.trainer.run_dir, config.trainer.experiment_name)
+            tracker = Tracker(
+                config.trainer.logger,
+                run_dir,
+                config.trainer.project_name,
+                config.trainer.experiment_name,
+                config_dict,
+            )
+            trainer = get_trainer_cls(config.trainer.mode)(config, groups, kv, buffer, batches, val, tracker)
+            return trainer.fit()
+        finally:
+            if groups is not None:
+                for group in {
+                    id(g): g for g in (groups.actor_rollout, groups.critic) if g is not None
+                }.values():
+                    group.kill()
+            if manager is not None:
+                manager.release()
+            if kv_started:
+                shutdown_kv_store()

@@ -1,0 +1,212 @@
+"""Check a whole PPO config before Ray starts: one clear sentence per problem, all problems at once."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from verl_lite.trainer.config import PPOConfig
+
+# Estimators that compare samples of one prompt and so need rollout.n > 1.
+GROUP_ESTIMATORS = ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg")
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EMBEDDED_MODEL = os.path.join(PACKAGE_DIR, "assets", "tiny_model")
+EMBEDDED_DATA = os.path.join(PACKAGE_DIR, "assets", "synthetic")
+
+
+class ConfigError(ValueError):
+    """One or more configuration problems, each stated as one sentence naming key, value and fix."""
+
+
+def resolve_embedded_defaults(config: PPOConfig) -> PPOConfig:
+    """Fill the keys left null with the embedded tiny model and synthetic task."""
+    model = config.actor_rollout_ref.model
+    if not model.path:
+        model.path = EMBEDDED_MODEL
+    if not config.critic.model.path:
+        config.critic.model.path = model.path
+        config.critic.model.tokenizer_path = config.critic.model.tokenizer_path or model.tokenizer_path
+    if not config.data.train_files:
+        config.data.train_files = os.path.join(EMBEDDED_DATA, "train.parquet")
+    if not config.data.val_files and config.data.train_files == os.path.join(EMBEDDED_DATA, "train.parquet"):
+        config.data.val_files = os.path.join(EMBEDDED_DATA, "val.parquet")
+    for optim in (config.actor_rollout_ref.actor.optim, config.critic.critic.optim):
+        if optim.total_training_steps <= 1 and config.trainer.total_training_steps:
+            optim.total_training_steps = config.trainer.total_training_steps
+    return config
+
+
+def validate_config(config: PPOConfig) -> None:
+    """Raise ``ConfigError`` listing every problem found (nothing expensive has started yet)."""
+    problems = [
+        *_batch_problems(config),
+        *_name_problems(config),
+        *_file_problems(config),
+        *_algorithm_problems(config),
+    ]
+    if not problems:
+        problems = list(_data_source_problems(config))
+    if problems:
+        raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
+
+
+def _files(value) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _batch_problems(config: PPOConfig) -> list[str]:
+    out = []
+    data, actor, rollout = config.data, config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    dp = config.dp_size
+    for key, value in (
+        ("data.train_batch_size", data.train_batch_size),
+        ("actor_rollout_ref.rollout.n", rollout.n),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", actor.ppo_mini_batch_size),
+        ("trainer.n_gpus_per_node", config.trainer.n_gpus_per_node),
+        ("trainer.nnodes", config.trainer.nnodes),
+    ):
+        if not isinstance(value, int) or value < 1:
+            out.append(f"{key}={value!r} must be a positive integer.")
+    if out:
+        return out
+    if data.train_batch_size % actor.ppo_mini_batch_size:
+        out.append(
+            f"data.train_batch_size={data.train_batch_size} must be a multiple of "
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={actor.ppo_mini_batch_size}."
+        )
+    if (actor.ppo_mini_batch_size * rollout.n) % dp:
+        out.append(
+            f"actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n = {actor.ppo_mini_batch_size * rollout.n} "
+            f"trajectories must divide evenly over the {dp} data-parallel ranks (nnodes x n_gpus_per_node)."
+        )
+    if (data.train_batch_size * rollout.n) % dp:
+        out.append(
+            f"data.train_batch_size x rollout.n = {data.train_batch_size * rollout.n} must divide evenly over "
+            f"the {dp} data-parallel ranks."
+        )
+    if config.use_critic:
+        critic = config.critic.critic
+        if (
+            data.train_batch_size % critic.ppo_mini_batch_size
+            or (critic.ppo_mini_batch_size * rollout.n) % dp
+        ):
+            out.append(
+                f"critic.critic.ppo_mini_batch_size={critic.ppo_mini_batch_size} must divide "
+                f"data.train_batch_size={data.train_batch_size} and, times rollout.n, the {dp} DP ranks."
+            )
+    return out
+
+
+def _name_problems(config: PPOConfig) -> list[str]:
+    from verl_lite.algorithms import ADV_ESTIMATORS, POLICY_LOSSES
+    from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
+    from verl_lite.reward import REWARD_MANAGERS
+    from verl_lite.trainer.ppo import trainer_sync  # noqa: F401  registers "sync"
+    from verl_lite.trainer.ppo.trainer_base import TRAINERS
+    from verl_lite.trainer.tracking import LOGGERS
+    from verl_lite.workers.engine import ENGINES
+    from verl_lite.workers.rollout import ROLLOUTS
+
+    checks = [
+        ("algorithm.adv_estimator", config.algorithm.adv_estimator, ADV_ESTIMATORS),
+        ("actor_rollout_ref.actor.policy_loss", config.actor_rollout_ref.actor.policy_loss, POLICY_LOSSES),
+        (
+            "actor_rollout_ref.actor.loss_agg_mode",
+            config.actor_rollout_ref.actor.loss_agg_mode,
+            LOSS_AGG_MODES,
+        ),
+        ("actor_rollout_ref.rollout.name", config.actor_rollout_ref.rollout.name, ROLLOUTS),
+        ("actor_rollout_ref.engine.name", config.actor_rollout_ref.engine.name, ENGINES),
+        ("trainer.mode", config.trainer.mode, TRAINERS),
+        ("reward.reward_manager", config.reward.reward_manager, REWARD_MANAGERS),
+    ]
+    out = [
+        f"{key}={value!r} is not registered; known: {', '.join(registry.names())}."
+        for key, value, registry in checks
+        if value not in registry
+    ]
+    bad_loggers = [name for name in config.trainer.logger if name not in LOGGERS]
+    if bad_loggers:
+        out.append(f"trainer.logger has unknown entries {bad_loggers}; valid: {', '.join(LOGGERS)}.")
+    return out
+
+
+def _file_problems(config: PPOConfig) -> list[str]:
+    out = []
+    for key, value in (
+        ("data.train_files", config.data.train_files),
+        ("data.val_files", config.data.val_files),
+    ):
+        out += [
+            f"{key}: file {path!r} does not exist."
+            for path in _files(value)
+            if not os.path.exists(os.path.expanduser(path))
+        ]
+    model_path = config.model.path
+    config_json = os.path.join(model_path, "config.json")
+    if not os.path.isdir(model_path):
+        out.append(f"actor_rollout_ref.model.path={model_path!r} is not a folder with a Hugging Face model.")
+    elif os.path.exists(config_json):
+        with open(config_json) as f:
+            context = json.load(f).get("max_position_embeddings")
+        total = config.data.max_prompt_length + config.data.max_response_length
+        if context and total > context:
+            out.append(
+                f"data.max_prompt_length + data.max_response_length = {total} exceeds the model's context "
+                f"of {context} tokens (max_position_embeddings in {config_json})."
+            )
+    custom = config.reward.custom_reward_function.path
+    if custom and not os.path.exists(custom):
+        out.append(f"reward.custom_reward_function.path: file {custom!r} does not exist.")
+    return out
+
+
+def _algorithm_problems(config: PPOConfig) -> list[str]:
+    out = []
+    estimator, n = config.algorithm.adv_estimator, config.actor_rollout_ref.rollout.n
+    if estimator == "gae" and config.critic.enable is False:
+        out.append(
+            "algorithm.adv_estimator='gae' needs a critic, but critic.enable=false; enable the critic "
+            "or choose a critic-free estimator such as grpo."
+        )
+    if estimator in GROUP_ESTIMATORS and n < 2:
+        out.append(
+            f"algorithm.adv_estimator={estimator!r} compares samples of one prompt and needs "
+            f"actor_rollout_ref.rollout.n >= 2, got {n}."
+        )
+    if config.data.truncation not in ("error", "left", "right"):
+        out.append(f"data.truncation={config.data.truncation!r} must be one of error, left, right.")
+    return out
+
+
+def _data_source_problems(config: PPOConfig) -> list[str]:
+    from verl_lite.reward import validate_reward_config
+
+    sources = set()
+    for path in _files(config.data.train_files) + _files(config.data.val_files):
+        sources |= _data_sources_of(path, config.data.default_data_source)
+    try:
+        validate_reward_config(config.reward, sources)
+    except ValueError as err:
+        return [str(err)]
+    return []
+
+
+def _data_sources_of(path: str, default: str) -> set[str]:
+    """Distinct ``data_source`` values of a parquet/jsonl file (the default when the column is absent)."""
+    path = os.path.expanduser(path)
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        if "data_source" not in schema.names:
+            return {default}
+        return set(pq.read_table(path, columns=["data_source"]).column(0).to_pylist())
+    if path.endswith((".jsonl", ".json")):
+        import pandas as pd
+
+        frame = pd.read_json(path, lines=path.endswith(".jsonl"))
+        return set(frame["data_source"]) if "data_source" in frame else {default}
+    return {default}
