@@ -36,7 +36,7 @@ BAD_CONFIGS = [
         ],
         "must divide evenly over the 3 data-parallel ranks",
     ),
-    (["algorithm.adv_estimator=grpoo"], "algorithm.adv_estimator='grpoo' is not registered; known: gae"),
+    (["algorithm.adv_estimator=grpoo"], "algorithm.adv_estimator='grpoo' is not registered; known: "),
     (
         ["actor_rollout_ref.actor.policy_loss=ppo2"],
         "actor_rollout_ref.actor.policy_loss='ppo2' is not registered",
