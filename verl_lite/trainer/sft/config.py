@@ -1,0 +1,161 @@
+"""Typed, validated configuration of the SFT and reward-model trainers (mirrors ``sft_trainer.yaml`` / ``rm_trainer.yaml``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EMBEDDED_MODEL = os.path.join(PACKAGE_DIR, "assets", "tiny_model")
+EMBEDDED_DATA = os.path.join(PACKAGE_DIR, "assets", "synthetic")
+SFT_MODES = ("chat", "pretrain")
+
+
+@dataclass
+class SupervisedDataConfig:
+    """Files, split, lengths and batch geometry shared by SFT and reward-model training."""
+
+    # Training rows: parquet or jsonl file (or a list of them); null = the embedded synthetic task.
+    train_files: str | list[str] | None = None
+    # Validation rows, same format; null = hold out val_ratio of the training rows.
+    val_files: str | list[str] | None = None
+    # Fraction of training rows held out for validation when val_files is null (0 disables validation).
+    val_ratio: float = 0.05
+    # Longest sequence in tokens (longer rows are right-truncated).
+    max_length: int = 128
+    # Rows per optimizer step over all data-parallel ranks (pairs for reward models).
+    train_batch_size: int = 32
+    # Rows per forward/backward on one rank; train_batch_size / n_gpus_per_node / this = accumulation steps.
+    micro_batch_size_per_gpu: int = 8
+    # Shuffle training rows every epoch.
+    shuffle: bool = True
+    # Seed of the shuffle and of the train/val split.
+    seed: int = 1
+
+
+@dataclass
+class SFTDataConfig(SupervisedDataConfig):
+    """SFT data: chat rows (``messages``) or plain text (``text``)."""
+
+    # "chat": loss on the final assistant turn only; "pretrain": loss on every real token of ``text``.
+    mode: str = "chat"
+
+
+@dataclass
+class RMDataConfig(SupervisedDataConfig):
+    """Preference pairs: conversation form (chosen/rejected message lists) or prompt + chosen/rejected strings."""
+
+    # Pairs generated from the embedded task when train_files is null (chosen correct, rejected wrong answer).
+    synthetic_pairs: int = 256
+
+
+@dataclass
+class SupervisedTrainerConfig:
+    """Run length, placement, logging, checkpoints and export."""
+
+    # Project name shown by the loggers.
+    project_name: str = "verl_lite"
+    # Run name; metrics go to run_dir/experiment_name.
+    experiment_name: str = "sft_tiny"
+    # Loggers: any of console, jsonl, wandb, tensorboard.
+    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
+    # Passes over the training rows.
+    total_epochs: int = 1
+    # Stop after this many optimizer steps (null = total_epochs worth).
+    total_training_steps: int | None = None
+    # Worker processes (data-parallel ranks) on one node.
+    n_gpus_per_node: int = 1
+    # Validate every test_freq steps and at the end (<= 0: only at the end).
+    test_freq: int = 10
+    # Save a checkpoint every save_freq steps (<= 0 disables); under default_local_dir/global_step_N.
+    save_freq: int = -1
+    # Checkpoints and the final Hugging Face export (default_local_dir/hf) go here.
+    default_local_dir: str = "outputs/sft"
+    # Write a Hugging Face folder at the end of training.
+    export_hf: bool = True
+    # Folder of this run's metrics.
+    run_dir: str = "outputs/runs"
+    # Smoothing factor of the logged loss EMA (ema = decay * ema + (1 - decay) * loss).
+    loss_ema_decay: float = 0.9
+
+
+@dataclass
+class RayInitConfig:
+    """How to reach Ray."""
+
+    # Arguments of ray.init (address: null starts a local instance; "auto" joins a cluster).
+    ray_init: dict = field(default_factory=lambda: {"address": None, "num_cpus": None})
+
+
+def _default_optim() -> OptimConfig:
+    return OptimConfig(lr=1e-4, lr_scheduler="cosine", warmup_steps_ratio=0.1, min_lr_ratio=0.1)
+
+
+@dataclass
+class SupervisedConfig:
+    """Fields common to ``SFTConfig`` and ``RMConfig``; ``resolve`` fills nulls and checks combinations."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=_default_optim)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    trainer: SupervisedTrainerConfig = field(default_factory=SupervisedTrainerConfig)
+    ray_kwargs: RayInitConfig = field(default_factory=RayInitConfig)
+
+    def __post_init__(self) -> None:
+        if not self.model.path:
+            self.model.path = EMBEDDED_MODEL
+        data, trainer = self.data, self.trainer
+        dp = trainer.n_gpus_per_node
+        if dp < 1:
+            raise ValueError(f"trainer.n_gpus_per_node={dp} must be >= 1.")
+        if data.train_batch_size % (dp * data.micro_batch_size_per_gpu):
+            raise ValueError(
+                f"data.train_batch_size={data.train_batch_size} must be a multiple of trainer.n_gpus_per_node "
+                f"x data.micro_batch_size_per_gpu = {dp * data.micro_batch_size_per_gpu}."
+            )
+        if not 0.0 <= data.val_ratio < 1.0:
+            raise ValueError(f"data.val_ratio={data.val_ratio} must be in [0, 1).")
+        if data.max_length < 2:
+            raise ValueError(f"data.max_length={data.max_length} must be at least 2 tokens.")
+        if self.optim.lr_scheduler not in ("constant", "cosine"):
+            raise ValueError(
+                f"optim.lr_scheduler={self.optim.lr_scheduler!r} must be 'constant' or 'cosine'."
+            )
+        if not 0.0 <= trainer.loss_ema_decay < 1.0:
+            raise ValueError(f"trainer.loss_ema_decay={trainer.loss_ema_decay} must be in [0, 1).")
+        files = data.train_files if isinstance(data.train_files, list) else [data.train_files]
+        for path in [*files, *(data.val_files if isinstance(data.val_files, list) else [data.val_files])]:
+            if path and not os.path.exists(path):
+                raise ValueError(f"data file {path!r} does not exist; set data.train_files / data.val_files.")
+
+
+@dataclass
+class SFTConfig(SupervisedConfig):
+    """The whole SFT run (``configs/sft_trainer.yaml``)."""
+
+    data: SFTDataConfig = field(default_factory=SFTDataConfig)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.data.mode not in SFT_MODES:
+            raise ValueError(f"data.mode={self.data.mode!r} must be one of {SFT_MODES}.")
+        if not self.data.train_files:
+            if self.data.mode != "chat":
+                raise ValueError("data.mode=pretrain needs data.train_files with a 'text' column.")
+            self.data.train_files = os.path.join(EMBEDDED_DATA, "sft.parquet")
+
+
+@dataclass
+class RMConfig(SupervisedConfig):
+    """The whole reward-model run (``configs/rm_trainer.yaml``)."""
+
+    data: RMDataConfig = field(default_factory=RMDataConfig)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.data.train_files and self.data.synthetic_pairs < 2:
+            raise ValueError(
+                f"data.synthetic_pairs={self.data.synthetic_pairs} must be >= 2 when data.train_files is null."
+            )
