@@ -123,7 +123,8 @@ def main() -> None:
         print(f"step {step:4d}  val greedy accuracy {acc:.3f}", flush=True)
         return acc
 
-    before, train_time, cpu_time, step = evaluate(0), 0.0, 0.0, 0
+    before = after = evaluate(0)
+    train_time, cpu_time, step = 0.0, 0.0, 0
     while step < args.max_steps and train_time < args.time_budget_s:
         start, cpu_start = time.perf_counter(), time.process_time()
         model.eval()
@@ -149,8 +150,9 @@ def main() -> None:
                 flush=True,
             )
         if step % args.eval_every == 0:
-            evaluate(step)
-    after = evaluate(step)
+            after = evaluate(step)
+    if step % args.eval_every:
+        after = evaluate(step)
     print(
         f"val greedy accuracy {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) in {step} steps, "
         f"{train_time:.0f} s of training ({cpu_time:.0f} CPU s), {train_time / max(step, 1):.2f} s/step"
