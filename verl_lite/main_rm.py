@@ -68,16 +68,9 @@ def run(config) -> list[dict]:
 
 @hydra.main(config_path="configs", config_name="rm_trainer", version_base=None)
 def main(cfg: DictConfig) -> None:
-    try:
-        config = load_config(cfg)
-    except ValueError as err:
-        print(f"verl_lite: {err}", file=sys.stderr)
-        sys.exit(2)
-    try:
-        run(config)
-    except Exception as err:  # surface the worker's message, not a Ray wrapper
-        print(f"verl_lite: training failed: {err}", file=sys.stderr)
-        sys.exit(1)
+    from verl_lite.utils.cli import run_cli
+
+    run_cli(cfg, load_config, run)
 
 
 if __name__ == "__main__":
