@@ -9,6 +9,7 @@ bytes must return to where they were.
 
 import time
 
+import ray
 import torch
 from ray._private.internal_api import get_memory_info_reply, get_state_from_address
 from tensordict import TensorDict
@@ -17,7 +18,9 @@ from tests.conftest import RAY_TEST_OBJECT_STORE_BYTES
 
 
 def object_store_bytes() -> int:
-    return int(get_memory_info_reply(get_state_from_address()).store_stats.object_store_bytes_used)
+    # This job's cluster by address: other Ray instances on the machine must not be picked.
+    state = get_state_from_address(ray.get_runtime_context().gcs_address)
+    return int(get_memory_info_reply(state).store_stats.object_store_bytes_used)
 
 
 def test_put_get_clear_cycles_keep_unit_memory_flat(kv_client, partition):

@@ -1,8 +1,9 @@
 """Turn TensorDicts into store columns and rows read from the store back into TensorDicts.
 
-A get copies each source chunk's rows into one output array per field (slices where rows are
-contiguous, vectorised fancy indexing otherwise), so the cost per row is numpy's, not Python's,
-and the returned tensors are private, writable copies that never alias the store.
+A get whose rows of a field are one run of one stored chunk returns a view of that chunk (no
+copy); otherwise it copies each source chunk's rows into one output array per field (slices where
+rows are contiguous, vectorised fancy indexing otherwise), so the cost per row is numpy's, not
+Python's. ``copy=True`` always copies, giving private, writable tensors.
 """
 
 from __future__ import annotations
@@ -47,13 +48,19 @@ class Source:
 
 
 def assemble_field(
-    name: str, n: int, sources: list[Source], padded: bool = False, pad_value: float = 0
+    name: str, n: int, sources: list[Source], padded: bool = False, pad_value: float = 0, copy: bool = True
 ) -> dict[str, object]:
     """Build output field ``name`` (``n`` rows) from its sources; returns ``{name: value}`` (+ pad mask).
 
     Rows of equal shape stored densely come back dense; otherwise the field comes back as a jagged
-    nested tensor, or right-padded with a ``{name}_pad_mask`` field when ``padded``.
+    nested tensor, or right-padded with a ``{name}_pad_mask`` field when ``padded``. Without
+    ``copy``, rows that are one run of one source come back as a view of it (no copy at all).
     """
+    sources = _merge(sources)
+    if not copy and len(sources) == 1 and len(sources[0].rows) == n and n:
+        view = _view(name, sources[0], padded)
+        if view is not None:
+            return view
     schemas = {schema_of(s.column) for s in sources}
     if len(schemas) > 1:
         described = " vs ".join(sorted(s.describe() for s in schemas))
@@ -72,6 +79,50 @@ def assemble_field(
     if all(s.column[0] == DENSE for s in sources) and len(shapes) == 1:
         return {name: numpy_to_tensor(_assemble_dense(n, sources), schema.dtype_name)}
     return _assemble_jagged(name, n, sources, schema, padded, pad_value)
+
+
+def _merge(sources: list[Source]) -> list[Source]:
+    """One source per stored column: units that hold rows of the same put share its column."""
+    if len(sources) < 2:
+        return sources
+    by_column: dict[int, list[Source]] = {}
+    for s in sources:
+        by_column.setdefault(id(s.column), []).append(s)
+    if len(by_column) == len(sources):
+        return sources
+    return [
+        group[0]
+        if len(group) == 1
+        else Source(
+            group[0].column,
+            np.concatenate([s.rows for s in group]),
+            np.concatenate([s.positions for s in group]),
+        )
+        for group in by_column.values()
+    ]
+
+
+def _view(name: str, source: Source, padded: bool) -> dict[str, object] | None:
+    """``{name: tensor}`` viewing the source's rows when, in output order, they are one run."""
+    rows = np.empty(len(source.rows), dtype=np.int64)
+    rows[source.positions] = source.rows
+    if not is_run(rows):
+        return None
+    column, lo, hi = source.column, int(rows[0]), int(rows[-1]) + 1
+    kind = column[0]
+    if kind == DENSE:
+        return {name: numpy_to_tensor(column[1][lo:hi], column[2])}
+    if kind == JAGGED and not padded:
+        values, offsets = column[1], column[2]
+        start, stop = int(offsets[lo]), int(offsets[hi])
+        return {
+            name: torch.nested.nested_tensor_from_jagged(
+                numpy_to_tensor(values[start:stop], column[3]), torch.from_numpy(offsets[lo : hi + 1] - start)
+            )
+        }
+    if kind == ROWS:
+        return {name: NonTensorStack.from_list(list(column[1][lo:hi]))}
+    return None
 
 
 def _assemble_dense(n: int, sources: list[Source]) -> np.ndarray:

@@ -3,9 +3,11 @@
 Every operation is written once, as a generator that yields the Ray object references it waits
 for and receives their values; :class:`KVClient` resolves them with ``ray.get`` and
 :class:`AsyncKVClient` with ``await`` (for asyncio code such as rollout workers). Tensors cross
-processes as numpy columns (Ray's zero-copy path): a put is split by unit and sent once per
-unit; a get maps the units' chunks from the object store and copies the requested rows into
-fresh, writable tensors in key order.
+processes as numpy columns (Ray's zero-copy path). A put writes its columns once, as one object
+in the object store, and sends every unit holding some of its keys that object's reference plus
+its keys, tags and per-row sizes (one call per unit); small puts travel inside the calls. A get
+asks each unit where its keys' rows are, maps each stored object once (zero-copy on the same
+node) and returns views when a field's rows are one run of one put, else gathers them once.
 """
 
 from __future__ import annotations
@@ -13,29 +15,43 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from tensordict import TensorDict, TensorDictBase
 
 from verl_lite.kv.batches import Source, assemble_field, build_tensordict, columns_of
-from verl_lite.kv.columns import columns_by_unit
+from verl_lite.kv.columns import cell_nbytes, schema_of, take_rows
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVFieldError, KVSchemaError, KVStoreClosedError, KVStoreError, preview
 from verl_lite.kv.keys import unit_of_keys
 from verl_lite.kv.meta import KVBatchMeta
+from verl_lite.kv.wire import compact, decode, encode, split, unpack_cells
 
 Op = Generator[list, list, Any]
 """An operation: yields a list of object refs, is sent their values, returns the result."""
 
-# Puts smaller than this travel inside the task itself (Ray inlines arguments under ~100 KB).
+# Puts smaller than this travel inside the unit calls and stay in the units' heaps (Ray inlines
+# arguments under ~100 KB); larger ones become one object in the object store.
 _INLINE_BYTES = 64 * 1024
 # Stores shut down from this process; their clients fail fast instead of calling dead actors.
 _CLOSED_STORES: set[str] = set()
+# Key lists whose checks and unit grouping a client remembers (hashing 8k keys costs ~1 ms).
+_ROUTE_CACHE = 4
+
+
+@dataclass
+class _Route:
+    """Keys of one call, checked, and grouped by unit: ``(unit, its keys pickled, their positions)``."""
+
+    keys: list[str]
+    groups: list[tuple[int, bytes, np.ndarray]]
+    unique: bool
 
 
 def default_client_name() -> str:
@@ -60,12 +76,15 @@ class _KVOps:
         self.unit_nodes = list(unit_nodes) if unit_nodes is not None else [None] * len(self.units)
         self.name = name or config.client_name or default_client_name()
         self._node_id: str | None = None
+        # The last few key lists this client routed: workers read and then write the same keys.
+        self._routes: OrderedDict[tuple, _Route] = OrderedDict()
 
     def __getstate__(self) -> dict:
         # A client shipped to another process reports under that process's default name.
         state = dict(self.__dict__)
         state["name"] = None
         state["_node_id"] = None
+        state["_routes"] = OrderedDict()
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -87,28 +106,44 @@ class _KVOps:
                 f"{op}: the KV store was shut down (shutdown_kv_store()); start one with init_kv_store()."
             )
 
-    def _shared_batch(self, columns: dict[str, tuple], unit_ids: np.ndarray) -> ray.ObjectRef | None:
-        """The whole batch in the object store when every receiving unit runs on this node.
+    def _route(self, keys: Sequence[str], op: str, unique: bool) -> _Route:
+        """Check ``keys`` (strings; non-empty and distinct when ``unique``) and group them by unit."""
+        try:
+            cache_key = tuple(keys)
+            route = self._routes.get(cache_key)
+        except TypeError:  # an unhashable key: the checks below name it
+            cache_key, route = None, None
+        if route is not None and (route.unique or not unique):
+            self._routes.move_to_end(cache_key)
+            return route
+        keys = list(keys)
+        if unique:
+            _check_keys(keys, op)
+        elif not set(map(type, keys)) <= {str}:  # else: the exact check, str subclasses pass
+            bad = [k for k in keys if not isinstance(k, str)]
+            if bad:
+                raise KVSchemaError(f"{op}: keys must be strings, got {preview(bad)}.")
+        route = _Route(keys, self._groups(keys), unique)
+        if cache_key is not None:
+            self._routes[cache_key] = route
+            if len(self._routes) > _ROUTE_CACHE:
+                self._routes.popitem(last=False)
+        return route
 
-        Those units then pick their rows from one shared copy (in parallel) instead of this
-        process gathering and writing one copy per unit. Units on other nodes would each pull
-        the whole batch over the network, so they get their own rows.
-        """
-        receiving = np.unique(unit_ids).tolist()
-        if len(receiving) < 2 or _nbytes(columns) < _INLINE_BYTES:
-            return None
-        if any(self.unit_nodes[u] != self.node_id for u in receiving):
-            return None
-        return ray.put(columns)
-
-    def _by_unit(self, keys: Sequence[str]) -> list[tuple[int, list[str], np.ndarray]]:
-        """``(unit, keys, positions)`` for every unit that holds some of ``keys``."""
+    def _groups(self, keys: list[str]) -> list[tuple[int, bytes, np.ndarray]]:
+        """``(unit, its keys pickled, their positions in keys)`` for every unit that holds some of ``keys``."""
+        if not keys:
+            return []
+        if len(self.units) == 1:
+            return [(0, encode(keys), np.arange(len(keys)))]
         unit_ids = unit_of_keys(keys, len(self.units))
         groups = []
         for u in range(len(self.units)):
             positions = np.flatnonzero(unit_ids == u)
-            if len(positions):
-                groups.append((u, [keys[i] for i in positions.tolist()], positions))
+            if len(positions) == len(keys):
+                groups.append((u, encode(keys), positions))
+            elif len(positions):
+                groups.append((u, encode(list(map(keys.__getitem__, positions.tolist()))), positions))
         return groups
 
     # ------------------------------------------------------------------------------ operations
@@ -120,7 +155,8 @@ class _KVOps:
         tags: Sequence[dict] | None,
     ) -> Op:
         self._check_open("kv_batch_put")
-        keys = _check_keys(keys, "kv_batch_put")
+        route = self._route(keys, "kv_batch_put", unique=True)
+        keys, groups = route.keys, route.groups
         if tags is not None and len(tags) != len(keys):
             raise KVSchemaError(f"kv_batch_put: got {len(keys)} keys but {len(tags)} tags.")
         columns: dict[str, tuple] = {}
@@ -129,18 +165,29 @@ class _KVOps:
             if rows != len(keys):
                 raise KVSchemaError(f"kv_batch_put: got {len(keys)} keys but the fields have {rows} rows.")
             columns = columns_of(fields)
-        unit_ids = unit_of_keys(keys, len(self.units))
-        shared = self._shared_batch(columns, unit_ids)
-        calls, placed = [], []
-        for u, positions, part in columns_by_unit({} if shared else columns, unit_ids, len(self.units)):
-            payload = [shared, positions] if shared else _ship(part)
-            positions = positions.tolist()
-            unit_tags = None if tags is None else [tags[i] for i in positions]
-            unit_keys = [keys[i] for i in positions]
-            calls.append(self.units[u].put.remote(partition_id, unit_keys, unit_tags, payload, self.name))
-            placed.append(positions)
+        specs = {name: (schema_of(col), cell_nbytes(col)) for name, col in columns.items()}
+        refs = None
+        if columns and _nbytes(columns) >= _INLINE_BYTES:
+            # One object for the whole put, shared by every unit that holds some of its keys.
+            refs = [ray.put(columns)]
+        calls = []
+        for u, unit_keys, positions in groups:
+            whole = len(groups) == 1
+            unit_specs = specs if whole else {n: (s, _rows_of(b, positions)) for n, (s, b) in specs.items()}
+            if refs is not None:
+                chunk = ("ref", None if whole else compact(positions), self.node_id)
+            elif columns:
+                chunk = (
+                    "inline",
+                    columns if whole else {n: take_rows(c, positions) for n, c in columns.items()},
+                )
+            else:
+                chunk = None
+            unit_tags = None if tags is None else [tags[i] for i in positions.tolist()]
+            request = encode((partition_id, unit_keys, unit_tags, unit_specs, chunk, self.name))
+            calls.append(self.units[u].put.remote(refs, *split(request)))
         replies = yield calls
-        return _meta_from_replies(keys, partition_id, placed, replies)
+        return _meta_from_replies(keys, partition_id, groups, [decode(r) for r in replies])
 
     def _op_get(
         self,
@@ -149,55 +196,61 @@ class _KVOps:
         select_fields: Sequence[str] | None,
         padded: bool,
         pad_value: float,
+        copy: bool,
     ) -> Op:
         self._check_open("kv_batch_get")
-        keys = list(keys)
-        if not all(isinstance(k, str) for k in keys):
-            raise KVSchemaError(
-                f"kv_batch_get: keys must be strings, got {preview([k for k in keys if not isinstance(k, str)])}."
-            )
+        route = self._route(keys, "kv_batch_get", unique=False)
+        keys, groups = route.keys, route.groups
         if not keys:
             return TensorDict({}, batch_size=[0])
         fields = None if select_fields is None else list(select_fields)
-        groups = self._by_unit(keys)
-        replies = yield [
-            self.units[u].get.remote(partition_id, unit_keys, fields, self.name, self.node_id)
+        answers = yield [
+            self.units[u].get.remote(
+                *split(encode((partition_id, unit_keys, fields, self.name, self.node_id)))
+            )
             for u, unit_keys, _ in groups
         ]
-        names = _field_names(fields, groups, replies)
-        refs = [(i, cid, ref) for i, r in enumerate(replies) for cid, ref in r["chunks"].items()]
-        refs = [item for item in refs if isinstance(item[2], ray.ObjectRef)]
-        fetched = yield [ref for _, _, ref in refs]
-        chunks = {(i, cid): chunk for (i, cid, _), chunk in zip(refs, fetched)}
-        for i, reply in enumerate(replies):
-            for cid, chunk in reply["chunks"].items():
-                chunks.setdefault((i, cid), chunk)
+        replies = [decode(blob) for blob, _, _ in answers]
+        names = _field_names(fields, keys, groups, replies)
+        # Units holding keys of the same put answer with the same object: fetch each one once.
+        refs = list(dict.fromkeys(ref for _, unit_refs, _ in answers for ref in unit_refs))
+        fetched = dict(zip(refs, (yield refs)))
+        chunks = {}
+        for i, (reply, (_, unit_refs, by_value)) in enumerate(zip(replies, answers)):
+            reply["cells"] = unpack_cells(reply["cells"])
+            chunks.update(((i, cid), fetched[unit_refs[k]]) for cid, k in reply["chunks"].items())
+            chunks.update(((i, cid), columns) for cid, columns in by_value.items())
         outputs: dict[str, object] = {}
         for name in names:
             sources = _sources(name, groups, replies, chunks)
-            outputs.update(assemble_field(name, len(keys), sources, padded=padded, pad_value=pad_value))
+            outputs.update(
+                assemble_field(name, len(keys), sources, padded=padded, pad_value=pad_value, copy=copy)
+            )
         return build_tensordict(len(keys), outputs)
 
     def _op_update_tags(self, keys: Sequence[str], partition_id: str, tags: Sequence[dict]) -> Op:
         self._check_open("kv_update_tags")
-        keys = _check_keys(keys, "kv_update_tags")
+        route = self._route(keys, "kv_update_tags", unique=True)
+        keys, groups = route.keys, route.groups
         if len(tags) != len(keys):
             raise KVSchemaError(f"kv_update_tags: got {len(keys)} keys but {len(tags)} tags.")
-        groups = self._by_unit(keys)
-        placed = [p.tolist() for _, _, p in groups]
         replies = yield [
-            self.units[u].update_tags.remote(partition_id, unit_keys, [tags[i] for i in pos])
-            for (u, unit_keys, _), pos in zip(groups, placed)
+            self.units[u].update_tags.remote(
+                *split(encode((partition_id, unit_keys, [tags[i] for i in pos.tolist()])))
+            )
+            for u, unit_keys, pos in groups
         ]
-        return _meta_from_replies(keys, partition_id, placed, replies)
+        return _meta_from_replies(keys, partition_id, groups, [decode(r) for r in replies])
 
     def _op_clear(self, keys: Sequence[str] | None, partition_id: str) -> Op:
         self._check_open("kv_clear")
         if keys is None:
-            counts = yield [unit.clear.remote(partition_id, None) for unit in self.units]
+            counts = yield [unit.clear.remote(partition_id) for unit in self.units]
         else:
-            groups = self._by_unit(list(keys))
-            counts = yield [self.units[u].clear.remote(partition_id, unit_keys) for u, unit_keys, _ in groups]
+            groups = self._route(keys, "kv_clear", unique=False).groups
+            counts = yield [
+                self.units[u].clear.remote(partition_id, *split(unit_keys)) for u, unit_keys, _ in groups
+            ]
         return int(sum(counts))
 
     def _op_list(self, partition_id: str | None, method: str) -> Op:
@@ -254,14 +307,20 @@ class KVClient(_KVOps):
         select_fields: Sequence[str] | None = None,
         padded: bool = False,
         pad_value: float = 0,
+        copy: bool = False,
     ) -> TensorDict:
         """Read fields of ``keys`` (all fields the keys hold when ``select_fields`` is None).
 
         Rows of different lengths come back as jagged nested tensors, or with ``padded=True``
-        right-padded with ``pad_value`` plus a bool ``{field}_pad_mask``. The tensors are fresh
-        copies: modifying them never changes the store.
+        right-padded with ``pad_value`` plus a bool ``{field}_pad_mask``.
+
+        Zero-copy: when a field's rows are one run of a single put (keys read in the order they
+        were written, the common case), the tensor is a view of the stored object in Ray's object
+        store, like the arrays ``ray.get`` returns; treat it as read-only, since writing into it
+        changes what every reader sees. Other reads gather the rows into fresh tensors. Pass
+        ``copy=True`` for private, writable tensors in every case.
         """
-        return _run(self._op_get(keys, partition_id, select_fields, padded, pad_value))
+        return _run(self._op_get(keys, partition_id, select_fields, padded, pad_value, copy))
 
     def kv_list(self, partition_id: str | None = None) -> dict[str, dict[str, dict]]:
         """``{partition: {key: tag}}`` for one partition or all; reads tags only, never fields."""
@@ -312,9 +371,10 @@ class AsyncKVClient(_KVOps):
         select_fields: Sequence[str] | None = None,
         padded: bool = False,
         pad_value: float = 0,
+        copy: bool = False,
     ) -> TensorDict:
         """See :meth:`KVClient.kv_batch_get`."""
-        return await _arun(self._op_get(keys, partition_id, select_fields, padded, pad_value))
+        return await _arun(self._op_get(keys, partition_id, select_fields, padded, pad_value, copy))
 
     async def kv_list(self, partition_id: str | None = None) -> dict[str, dict[str, dict]]:
         """See :meth:`KVClient.kv_list`."""
@@ -359,7 +419,7 @@ async def _arun(op: Op) -> Any:
             if refs:
                 try:
                     values = list(await asyncio.gather(*refs))
-                except (RayTaskError, RayActorError) as err:
+                except (RayTaskError, RayActorError, ObjectLostError) as err:
                     raise _unwrap(err) from None
             refs = op.send(values)
     except StopIteration as done:
@@ -369,7 +429,7 @@ async def _arun(op: Op) -> Any:
 def _get(refs: list) -> list:
     try:
         return ray.get(refs)
-    except (RayTaskError, RayActorError) as err:
+    except (RayTaskError, RayActorError, ObjectLostError) as err:
         raise _unwrap(err) from None
 
 
@@ -382,21 +442,19 @@ def _unwrap(err: Exception) -> Exception:
         return KVStoreClosedError(
             f"a storage unit of the KV store is gone (the store was shut down or the actor died): {err}"
         )
+    if isinstance(err, ObjectLostError):
+        return KVStoreError(
+            "kv_batch_get: stored rows are lost: the object holding them is gone, usually because the "
+            "process that wrote them exited (rows live as long as their writer's process; rewrite them "
+            f"from a live process): {err}"
+        )
     return err
 
 
 # ------------------------------------------------------------------------------------ helpers
-def _ship(columns: dict[str, tuple]) -> dict[str, tuple] | list:
-    """Columns as a task argument: inline when small, else an object ref wrapped in a list.
-
-    Ray inlines arguments under ~100 KB in the task itself; larger ones go through the object
-    store either way, and an explicit ``ray.put`` is several times cheaper than a by-value
-    argument there (measured on Ray 2.60: 0.9 ms vs 3.4 ms for 1.7 MB). The list keeps Ray
-    from resolving the ref, so the unit maps it zero-copy.
-    """
-    if _nbytes(columns) < _INLINE_BYTES:
-        return columns
-    return [ray.put(columns)]
+def _rows_of(row_bytes: int | np.ndarray, positions: np.ndarray) -> int | np.ndarray:
+    """Bytes per row of the rows at ``positions`` (an int stands for every row)."""
+    return row_bytes[positions] if isinstance(row_bytes, np.ndarray) else row_bytes
 
 
 def _nbytes(columns: dict[str, tuple]) -> int:
@@ -406,37 +464,38 @@ def _nbytes(columns: dict[str, tuple]) -> int:
 
 def _check_keys(keys: Sequence[str], op: str) -> list[str]:
     keys = list(keys)
-    bad = [k for k in keys if not isinstance(k, str) or not k]
-    if bad:
-        raise KVSchemaError(f"{op}: keys must be non-empty strings, got {preview(bad)}.")
+    if not (set(map(type, keys)) <= {str} and all(keys)):  # else: the exact check, str subclasses pass
+        bad = [k for k in keys if not isinstance(k, str) or not k]
+        if bad:
+            raise KVSchemaError(f"{op}: keys must be non-empty strings, got {preview(bad)}.")
     if len(set(keys)) != len(keys):
         dup = [k for k, count in Counter(keys).items() if count > 1]
         raise KVSchemaError(f"{op}: duplicate keys in one call: {preview(dup)}.")
     return keys
 
 
-def _meta_from_replies(
-    keys: list[str], partition_id: str, placed: list[list[int]], replies: list[dict]
-) -> KVBatchMeta:
-    tags: list[dict] = [{} for _ in keys]
+def _meta_from_replies(keys: list[str], partition_id: str, groups: list, replies: list[dict]) -> KVBatchMeta:
+    tags: list[dict] = []  # KVBatchMeta fills in empty tags
     common: list[str] | None = None
-    for positions, reply in zip(placed, replies):
-        for pos, tag in zip(positions, reply["tags"] or ()):
-            tags[pos] = tag
+    for (_, _, positions), reply in zip(groups, replies):
+        if reply["tags"] is not None:
+            tags = tags or [{} for _ in keys]
+            for pos, tag in zip(positions.tolist(), reply["tags"]):
+                tags[pos] = tag
         common = reply["fields"] if common is None else [f for f in common if f in reply["fields"]]
     return KVBatchMeta(keys=keys, tags=tags, partition_id=partition_id, fields=common or [])
 
 
-def _field_names(fields: list[str] | None, groups: list, replies: list[dict]) -> list[str]:
+def _field_names(fields: list[str] | None, keys: list[str], groups: list, replies: list[dict]) -> list[str]:
     """Fields to return; without ``select_fields`` every unit's keys must hold the same fields."""
     if fields is not None:
         return fields
     names = replies[0]["fields"]
-    for (_, unit_keys, _), reply in zip(groups[1:], replies[1:]):
+    for (_, _, positions), reply in zip(groups[1:], replies[1:]):
         if set(reply["fields"]) != set(names):
             raise KVFieldError(
                 f"kv_batch_get: the keys hold different fields ({sorted(names)} vs {sorted(reply['fields'])} "
-                f"for keys such as {unit_keys[0]!r}); pass select_fields."
+                f"for keys such as {keys[positions[0]]!r}); pass select_fields."
             )
     return names
 
@@ -445,11 +504,11 @@ def _sources(name: str, groups: list, replies: list[dict], chunks: dict) -> list
     """Where each output row of field ``name`` comes from, one ``Source`` per stored chunk."""
     sources = []
     for i, ((_, _, positions), reply) in enumerate(zip(groups, replies)):
-        cells = reply["cells"][name]
-        if cells[0] == "rows":
-            sources.append(Source(cells, np.arange(len(positions)), positions))
+        chunk_ids, rows = reply["cells"][name]
+        first = chunk_ids[0]
+        if (chunk_ids == first).all():  # the common case: the unit's rows come from one put
+            sources.append(Source(chunks[(i, int(first))][name], rows, positions))
             continue
-        _, chunk_ids, rows = cells
         order = np.argsort(chunk_ids, kind="stable")
         ids, starts = np.unique(chunk_ids[order], return_index=True)
         for cid, idx in zip(ids.tolist(), np.split(order, starts[1:])):

@@ -108,3 +108,13 @@ def is_run(index: np.ndarray) -> bool:
     if len(index) == 0:
         return False
     return int(index[-1]) - int(index[0]) == len(index) - 1 and bool(np.all(np.diff(index) == 1))
+
+
+def cell_nbytes(column: tuple) -> int | np.ndarray:
+    """Bytes of each row of a column: one int when every row has the same size, else an array."""
+    if column[0] == ROWS:
+        return 0
+    if column[0] == DENSE:
+        array = column[1]
+        return array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+    return row_nbytes(column)

@@ -79,4 +79,5 @@ def unit_of_keys(keys: Sequence[str], num_units: int) -> np.ndarray:
     """Storage unit of each key: a CRC32 of the key modulo ``num_units`` (stable across processes)."""
     if num_units == 1:
         return np.zeros(len(keys), dtype=np.int64)
-    return np.fromiter((zlib.crc32(k.encode()) % num_units for k in keys), dtype=np.int64, count=len(keys))
+    crcs = np.fromiter(map(zlib.crc32, map(str.encode, keys)), dtype=np.int64, count=len(keys))
+    return crcs % num_units

@@ -1,71 +1,122 @@
-"""A storage unit: the Ray actor that holds one shard of the KV store (keys, tags, field chunks).
+"""A storage unit: the Ray actor that holds one shard of the KV store's *metadata*.
 
-Field data lives in Ray's object store, owned by the unit: each put becomes one object per unit
-(a dict of numpy columns, written once with ``ray.put``) and each row-field *cell* points at a row
-of such a chunk. A get answers with the cells and the chunk references, so a reader on the same
-node maps the chunks zero-copy; readers on other nodes receive just their rows by value. A chunk
-is released (and its memory freed by Ray, or its spill file deleted) once no cell points at it.
-The unit also keeps, per client name, how many tensor bytes were written and read.
+A unit keeps, per partition, its keys, their tags and, for every field, where each key's row
+lives: ``(chunk, row)``. Field data never passes through it. A put of tensors of any size is one
+object in Ray's object store, written once by the writer (``ray.put``) and *shared* by every
+unit that holds keys of that put: each unit keeps a reference to the object plus the rows it
+owns, so the object is freed by Ray once the last unit has dropped it (``kv_clear``, overwrites).
+A get answers with those references and row indices; a reader on the object's node maps it
+zero-copy, a reader on another node receives just its rows by value. Small puts (under
+``client._INLINE_BYTES``) travel inside the call and stay in the unit's heap.
+
+Ray objects belong to the process that put them (Ray 2.56 removed ``ray.put(_owner=...)``, the
+only way to hand one to the unit without copying it): a writer's rows outlive it only until Ray
+evicts them, and reading them after that raises ``KVStoreError``. Rollout and trainer workers
+live for the whole run, so in practice the rows live as long as they are needed.
+
+Bookkeeping is vectorised: each key has a slot, and each field is a few numpy arrays indexed by
+slot (chunk id, row, bytes), so puts, gets and clears cost numpy operations per call plus one
+dict lookup per key, not Python work per cell. The unit also counts, per client name, how many
+tensor bytes were written and read (from the metadata).
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
-from itertools import chain
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 import ray
 
-from verl_lite.kv.columns import ROWS, RowSchema, row_nbytes, schema_of, take_rows
+from verl_lite.kv.columns import RowSchema, take_rows
 from verl_lite.kv.errors import KVFieldError, KVKeyError, KVSchemaError, preview
+from verl_lite.kv.wire import decode, encode, join, pack_cells
+
+_ABSENT = -1
+_MIN_SLOTS = 64
 
 
 class _Chunk:
-    """One put's tensor columns on this unit, in the object store, and how many cells use it."""
+    """One put's columns: a reference into the object store (``ref``) or, for small puts, the
+    columns themselves (``data``), plus the node they live on and how many cells use them."""
 
-    __slots__ = ("ref", "row_bytes", "nbytes", "live")
+    __slots__ = ("ref", "data", "node_id", "nbytes", "live")
 
-    def __init__(self, ref: Any, row_bytes: dict[str, np.ndarray], live: int):
-        self.ref, self.row_bytes, self.live = ref, row_bytes, live
-        self.nbytes = int(sum(b.sum() for b in row_bytes.values()))
-
-
-class _Value:
-    """A per-row python value (a ``NonTensorStack`` row), kept inline."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any):
-        self.value = value
+    def __init__(self, ref: Any, data: dict | None, node_id: str | None, nbytes: int, live: int):
+        self.ref, self.data, self.node_id, self.nbytes, self.live = ref, data, node_id, nbytes, live
 
 
-class _Entry:
-    """One key: its tag, its cells (field -> ``(chunk_id, row)`` or ``_Value``) and their bytes."""
+class _Field:
+    """Where each slot's row of one field lives: chunk id (``-1`` = absent), row and bytes."""
 
-    __slots__ = ("tag", "cells", "nbytes")
+    __slots__ = ("schema", "chunk", "row", "nbytes", "count")
 
-    def __init__(self, tag: dict, cells: dict, nbytes: int):
-        self.tag, self.cells, self.nbytes = tag, cells, nbytes
+    def __init__(self, schema: RowSchema, capacity: int):
+        self.schema = schema
+        self.chunk = np.full(capacity, _ABSENT, dtype=np.int64)
+        self.row = np.zeros(capacity, dtype=np.int64)
+        self.nbytes = np.zeros(capacity, dtype=np.int64)
+        self.count = 0  # cells present
+
+    def grow(self, capacity: int) -> None:
+        extra = capacity - len(self.chunk)
+        self.chunk = np.concatenate([self.chunk, np.full(extra, _ABSENT, dtype=np.int64)])
+        self.row = np.concatenate([self.row, np.zeros(extra, dtype=np.int64)])
+        self.nbytes = np.concatenate([self.nbytes, np.zeros(extra, dtype=np.int64)])
 
 
-@dataclass
 class _Partition:
-    """Keys of one partition on this unit, plus the row schema and cell count of each field."""
+    """Keys of one partition on this unit: key -> slot, tags by slot, fields by name."""
 
-    entries: dict[str, _Entry] = field(default_factory=dict)
-    schema: dict[str, RowSchema] = field(default_factory=dict)
-    field_rows: Counter = field(default_factory=Counter)
-    nbytes: int = 0
+    __slots__ = ("slots", "tags", "free", "capacity", "fields", "nbytes")
+
+    def __init__(self) -> None:
+        self.slots: dict[str, int] = {}  # insertion order = key order of listings
+        self.tags: list[dict | None] = []  # None: no tags yet (or a free slot)
+        self.free: list[int] = []
+        self.capacity = 0
+        self.fields: dict[str, _Field] = {}  # insertion order = field order of replies
+        self.nbytes = 0
+
+    def allocate(self, count: int) -> list[int]:
+        """``count`` free slots, growing every field's arrays when needed."""
+        reused = self.free[len(self.free) - count :] if count <= len(self.free) else list(self.free)
+        del self.free[len(self.free) - len(reused) :]
+        fresh = count - len(reused)
+        start = len(self.tags)
+        if fresh:
+            self.tags.extend([None] * fresh)
+            if len(self.tags) > self.capacity:
+                self.capacity = max(2 * self.capacity, len(self.tags), _MIN_SLOTS)
+                for f in self.fields.values():
+                    f.grow(self.capacity)
+        return reused + list(range(start, start + fresh))
+
+    def slots_of(self, keys: list[str]) -> np.ndarray:
+        """Slots of ``keys`` (all present)."""
+        return np.fromiter(map(self.slots.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+    def present(self, slots: np.ndarray) -> dict[str, np.ndarray]:
+        """Per field: which of ``slots`` hold it."""
+        return {name: f.chunk[slots] != _ABSENT for name, f in self.fields.items()}
+
+    def merge_tags(self, slots: list[int], tags: list[dict]) -> None:
+        """Merge ``tags`` into the tags of ``slots`` (a key without tags holds ``None``)."""
+        held = self.tags
+        for s, tag in zip(slots, tags):
+            if held[s] is None:
+                held[s] = dict(tag)
+            else:
+                held[s].update(tag)
+
+    def key_fields(self, slot: int) -> list[str]:
+        return [name for name, f in self.fields.items() if f.chunk[slot] != _ABSENT]
 
 
 class StorageUnit:
-    """Holds the keys that hash to unit ``index`` of a store; methods are called by ``KVClient``.
-
-    Bookkeeping is per key (a dict lookup), never per byte: tensor bytes stay in the chunks.
-    """
+    """Holds the keys that hash to unit ``index`` of a store; methods are called by ``KVClient``."""
 
     def __init__(self, index: int, num_units: int, store_id: str, config: dict):
         self.index, self.num_units, self.store_id, self.config = index, num_units, store_id, config
@@ -86,130 +137,190 @@ class StorageUnit:
         }
 
     # ----------------------------------------------------------------------------------- writes
-    def put(
-        self, partition_id: str, keys: list[str], tags: list[dict] | None, columns: dict | list, client: str
-    ) -> dict:
-        """Create or extend ``keys``: merge tags, (over)write the given field columns.
+    def put(self, refs: list | None, *request: bytes) -> bytes:
+        """Create or extend keys: merge tags, (over)write fields (see :meth:`_put`).
 
-        ``columns`` maps field -> column; or is ``[ref]`` to such a dict in the object store; or
-        ``[ref, positions]`` to a whole batch shared by all units on this node, of which this
-        unit stores rows ``positions`` (the writer then copies the batch once, not once per unit).
+        Requests and replies are pickled (``verl_lite.kv.wire``), keys pickled on their own so
+        a client can reuse them; ``refs`` travels apart so Ray records the unit as a holder.
         """
-        if isinstance(columns, list):
-            shipped = ray.get(columns[0])
-            columns = (
-                shipped if len(columns) == 1 else {n: take_rows(c, columns[1]) for n, c in shipped.items()}
-            )
-        part = self._partitions.get(partition_id) or _Partition()
-        part.schema.update(self._check_schema(part, partition_id, keys, columns))
-        self._partitions[partition_id] = part
-        tensors = {name: col for name, col in columns.items() if col[0] != ROWS}
-        chunk_id, key_bytes = self._store_chunk(part, tensors, len(keys), client)
-        part.field_rows.update(dict.fromkeys(columns, len(keys)))  # before releasing overwritten cells
-        entries = part.entries
-        existing = [i for i, key in enumerate(keys) if key in entries]
-        if len(existing) < len(keys):  # new keys: one dict per key, no per-field Python work
-            entries.update(
-                (
-                    key,
-                    _Entry(
-                        dict(tags[i]) if tags else {}, dict.fromkeys(tensors, (chunk_id, i)), key_bytes[i]
-                    ),
-                )
-                for i, key in enumerate(keys)
-                if key not in entries
-            )
-        for i in existing:
-            entry = entries[keys[i]]
-            if tags:
-                entry.tag.update(tags[i])
-            entry.nbytes += key_bytes[i]
-            for name in tensors:
-                self._set_cell(part, entry, name, (chunk_id, i))
-        for name, col in columns.items():
-            if col[0] == ROWS:
-                for key, value in zip(keys, col[1]):
-                    self._set_cell(part, entries[key], name, _Value(value))
-        return self._describe_keys(part, keys, tags is not None, list(columns) if not existing else None)
+        partition_id, keys, *rest = decode(join(request))
+        return encode(self._put(partition_id, decode(keys), *rest, refs))
 
-    def update_tags(self, partition_id: str, keys: list[str], tags: list[dict]) -> dict:
-        """Merge ``tags`` into the tags of existing ``keys`` (no field changes)."""
-        part = self._existing(partition_id, keys, "kv_update_tags")
-        for key, tag in zip(keys, tags):
-            part.entries[key].tag.update(tag)
-        return self._describe_keys(part, keys, with_tags=True)
+    def _put(
+        self,
+        partition_id: str,
+        keys: list[str],
+        tags: list[dict] | None,
+        specs: dict[str, tuple[RowSchema, Any]],
+        chunk: tuple | None,
+        client: str,
+        refs: list | None,
+    ) -> dict:
+        """Create or extend ``keys``: merge tags, (over)write the fields in ``specs``.
 
-    def clear(self, partition_id: str, keys: list[str] | None) -> int:
-        """Delete ``keys`` (all keys of the partition when ``None``); missing keys are ignored."""
+        Args:
+            specs: field -> ``(row schema, bytes per row)`` (an int for equal rows, else an array
+                aligned with ``keys``): all the unit needs to know about the rows.
+            chunk: where the rows are: ``("ref", rows, node_id)`` for the object ``refs[0]``,
+                written on node ``node_id`` (``rows``: the row of each key in it, ``None`` for
+                ``0..len(keys)-1``), or ``("inline", columns)`` (the keys' rows, kept here);
+                ``None`` for a tags-only put.
+            refs: ``[ref]`` for a ``"ref"`` chunk; passed inside a list, so Ray hands the unit
+                the reference (recording it as a holder) instead of the value.
+        """
+        self._io[client]["puts"] += 1
+        part = self._partitions.get(partition_id)
+        new_schemas = self._check_schema(part, partition_id, keys, specs)
+        if part is None:
+            part = self._partitions[partition_id] = _Partition()
+        chunk_id, rows = self._add_chunk(keys, specs, chunk, refs, client)
+        slots = np.fromiter(map(part.slots.get, keys, repeat(_ABSENT)), dtype=np.int64, count=len(keys))
+        new = slots == _ABSENT
+        all_new = bool(new.all())
+        if new.any():
+            fresh = part.allocate(int(new.sum()))
+            slots[new] = fresh
+            new_keys = [keys[i] for i in np.flatnonzero(new).tolist()] if not all_new else keys
+            part.slots.update(zip(new_keys, fresh))
+        if tags is not None:
+            part.merge_tags(slots.tolist(), tags)
+        for name, schema in new_schemas.items():
+            part.fields[name] = _Field(schema, part.capacity)
+        released: list[np.ndarray] = []
+        for name, (_, row_bytes) in specs.items():
+            f = part.fields[name]
+            old = f.chunk[slots]
+            replaced = old != _ABSENT
+            if replaced.any():
+                released.append(old[replaced])
+                part.nbytes -= int(f.nbytes[slots[replaced]].sum())
+            f.count += len(keys) - int(replaced.sum())
+            f.chunk[slots] = chunk_id
+            f.row[slots] = rows
+            f.nbytes[slots] = row_bytes
+            part.nbytes += int(f.nbytes[slots].sum())
+        self._drop_cells(released)
+        if all_new:
+            fields = list(specs)
+        else:
+            present = part.present(slots)
+            fields = [name for name, mask in present.items() if mask.all()]
+        return {
+            "tags": [part.tags[s] for s in slots.tolist()] if tags is not None else None,
+            "fields": fields,
+        }
+
+    def update_tags(self, *request: bytes) -> bytes:
+        """Merge tags into the tags of existing keys (no field changes); ``request``: pickled
+        ``(partition_id, pickled keys, tags)``."""
+        partition_id, keys, tags = decode(join(request))
+        return encode(self._update_tags(partition_id, decode(keys), tags))
+
+    def _update_tags(self, partition_id: str, keys: list[str], tags: list[dict]) -> dict:
+        part, slots = self._existing(partition_id, keys, "kv_update_tags")
+        part.merge_tags(slots.tolist(), tags)
+        present = part.present(slots)
+        return {
+            "tags": [part.tags[s] for s in slots.tolist()],
+            "fields": [n for n, m in present.items() if m.all()],
+        }
+
+    def clear(self, partition_id: str, *keys: bytes) -> int:
+        """Delete keys (pickled; every key of the partition when none are given); missing keys are ignored."""
+        keys = decode(join(keys)) if keys else None
         part = self._partitions.get(partition_id)
         if part is None:
             return 0
         if keys is None:
-            removed = list(part.entries.values())
-            part.entries = {}
+            removed = list(part.slots.values())
         else:
-            removed = [e for e in map(part.entries.pop, keys, [None] * len(keys)) if e is not None]
-        part.nbytes -= sum(e.nbytes for e in removed)
-        fields = Counter()
-        for signature, count in Counter(tuple(e.cells) for e in removed).items():
-            fields.update(dict.fromkeys(signature, count))
-        cells = chain.from_iterable(e.cells.values() for e in removed)
-        chunk_cells = Counter(c[0] for c in cells if c.__class__ is tuple)
-        part.field_rows.subtract(fields)
-        for name in fields:
-            if part.field_rows[name] <= 0:
-                del part.field_rows[name], part.schema[name]
-        for chunk_id, count in chunk_cells.items():
-            self._drop_cells(chunk_id, count)
-        if not part.entries:
+            pop = part.slots.pop
+            removed = [s for s in map(pop, keys, [None] * len(keys)) if s is not None]
+        if not removed:
+            return 0
+        slots = np.asarray(removed, dtype=np.int64)
+        released = []
+        for name in list(part.fields):
+            f = part.fields[name]
+            cells = f.chunk[slots]
+            held = cells != _ABSENT
+            if not held.any():
+                continue
+            released.append(cells[held])
+            part.nbytes -= int(f.nbytes[slots[held]].sum())
+            f.count -= int(held.sum())
+            f.chunk[slots] = _ABSENT
+            if f.count <= 0:
+                del part.fields[name]
+        self._drop_cells(released)
+        if keys is None or not part.slots:
             del self._partitions[partition_id]
+        else:
+            for s in removed:
+                part.tags[s] = None
+            part.free.extend(removed)
         return len(removed)
 
     # ------------------------------------------------------------------------------------ reads
-    def get(
+    def get(self, *request: bytes) -> tuple[bytes, list, dict]:
+        """Where the requested rows are: ``(reply, object refs, rows by value)`` (see :meth:`_get`)."""
+        partition_id, keys, *rest = decode(join(request))
+        reply = self._get(partition_id, decode(keys), *rest)
+        chunks = reply.pop("chunks")
+        refs = [c for c in chunks.values() if not isinstance(c, dict)]
+        index = {id(ref): i for i, ref in enumerate(refs)}
+        reply["chunks"] = {cid: index[id(c)] for cid, c in chunks.items() if not isinstance(c, dict)}
+        reply["cells"] = pack_cells(reply["cells"])
+        return encode(reply), refs, {cid: c for cid, c in chunks.items() if isinstance(c, dict)}
+
+    def _get(
         self, partition_id: str, keys: list[str], fields: list[str] | None, client: str, node_id: str | None
     ) -> dict:
-        """Cells of ``fields`` for ``keys`` and the chunks they point at (references, or rows by value)."""
-        part = self._existing(partition_id, keys, "kv_batch_get")
-        entries = [part.entries[k] for k in keys]
+        """Where the rows of ``fields`` for ``keys`` are: per field ``(chunk ids, rows)``, and the
+        chunks (object references for readers on the chunk's node, else the rows by value)."""
+        part, slots = self._existing(partition_id, keys, "kv_batch_get")
         if fields is None:
-            fields = self._common_fields(partition_id, keys, entries)
-        replies: dict[str, tuple] = {}
-        needed: set[int] = set()
+            fields = self._common_fields(part, partition_id, keys, slots)
+        cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         nbytes = 0
         for name in fields:
-            cells = [e.cells.get(name) for e in entries]
-            if any(c is None for c in cells):
-                i = next(i for i, c in enumerate(cells) if c is None)
+            f = part.fields.get(name)
+            chunk_ids = f.chunk[slots] if f is not None else np.full(len(slots), _ABSENT, dtype=np.int64)
+            if (chunk_ids == _ABSENT).any():
+                i = int(np.argmax(chunk_ids == _ABSENT))
                 raise KVFieldError(
                     f"kv_batch_get: field {name!r} is missing for key {keys[i]!r} in partition "
-                    f"{partition_id!r}; the key holds {sorted(entries[i].cells)}."
+                    f"{partition_id!r}; the key holds {sorted(part.key_fields(int(slots[i])))}."
                 )
-            if cells[0].__class__ is _Value:
-                replies[name] = (ROWS, [c.value for c in cells])
-                continue
-            located = np.array(cells, dtype=np.int64).reshape(len(cells), 2)
-            chunk_ids, rows = located[:, 0], located[:, 1]
-            for cid in np.unique(chunk_ids).tolist():
-                nbytes += int(self._chunks[cid].row_bytes[name][rows[chunk_ids == cid]].sum())
-                needed.add(cid)
-            replies[name] = ("cells", chunk_ids, rows)
+            cells[name] = (chunk_ids, f.row[slots])
+            nbytes += int(f.nbytes[slots].sum())
         self._io[client]["bytes_read"] += nbytes
         self._io[client]["gets"] += 1
-        if node_id is None or node_id == self.node_id:
-            chunks = {cid: self._chunks[cid].ref for cid in needed}
-        else:
-            chunks = self._rows_by_value(replies, needed)
-        return {"fields": list(fields), "cells": replies, "chunks": chunks}
+        needed = np.unique(np.concatenate([c for c, _ in cells.values()])).tolist() if cells else []
+        chunks: dict[int, Any] = {}
+        by_value = []
+        for cid in needed:
+            chunk = self._chunks[cid]
+            if chunk.ref is not None and (node_id is None or node_id == chunk.node_id):
+                chunks[cid] = chunk.ref
+            else:
+                by_value.append(cid)
+        if by_value:
+            chunks.update(self._rows_by_value(cells, by_value))
+        return {"fields": list(fields), "cells": cells, "chunks": chunks}
 
     def list_tags(self, partition_id: str | None) -> dict[str, dict[str, dict]]:
         """``{partition: {key: tag}}`` for one partition (``{}`` if absent) or all of them."""
-        return {p: {k: e.tag for k, e in part.entries.items()} for p, part in self._selected(partition_id)}
+        return {
+            p: {k: part.tags[s] or {} for k, s in part.slots.items()}
+            for p, part in self._selected(partition_id)
+        }
 
     def field_names(self, partition_id: str | None) -> dict[str, dict[str, list[str]]]:
         """``{partition: {key: [field, ...]}}``, like :meth:`list_tags`."""
         return {
-            p: {k: list(e.cells) for k, e in part.entries.items()} for p, part in self._selected(partition_id)
+            p: {k: part.key_fields(s) for k, s in part.slots.items()}
+            for p, part in self._selected(partition_id)
         }
 
     def stats(self) -> dict:
@@ -217,9 +328,7 @@ class StorageUnit:
         return {
             "unit": self.index,
             "pid": os.getpid(),
-            "partitions": {
-                p: {"keys": len(v.entries), "bytes": v.nbytes} for p, v in self._partitions.items()
-            },
+            "partitions": {p: {"keys": len(v.slots), "bytes": v.nbytes} for p, v in self._partitions.items()},
             "num_chunks": len(self._chunks),
             "chunk_bytes": sum(c.nbytes for c in self._chunks.values()),
             **_memory(),
@@ -233,116 +342,99 @@ class StorageUnit:
         part = self._partitions.get(partition_id)
         return [(partition_id, part)] if part is not None else []
 
-    def _describe_keys(
-        self, part: _Partition, keys: list[str], with_tags: bool, fields: list[str] | None = None
-    ) -> dict:
-        """The fields all ``keys`` hold and, if ``with_tags``, their tags (what a ``KVBatchMeta`` carries).
-
-        Tags go back only to calls that set tags: a field-only put (a worker adding
-        ``old_log_probs``) gets a reply of a few bytes. ``fields`` short-cuts the intersection
-        when the caller knows it (a put of new keys only).
-        """
-        entries = [part.entries[k] for k in keys]
-        if fields is None:
-            common = set(entries[0].cells).intersection(*(e.cells.keys() for e in entries[1:]))
-            fields = [f for f in entries[0].cells if f in common]
-        return {"tags": [e.tag for e in entries] if with_tags else None, "fields": fields}
-
-    def _existing(self, partition_id: str, keys: list[str], op: str) -> _Partition:
+    def _existing(self, partition_id: str, keys: list[str], op: str) -> tuple[_Partition, np.ndarray]:
+        """The partition and the slots of ``keys``, which must all be in it."""
         part = self._partitions.get(partition_id)
-        present = part.entries if part is not None else {}
-        missing = [k for k in keys if k not in present]
-        if missing:
+        present = part.slots if part is not None else {}
+        try:
+            return part, part.slots_of(keys)
+        except (KeyError, AttributeError):
+            missing = [k for k in keys if k not in present]
             raise KVKeyError(
                 f"{op}: {len(missing)} key(s) not found in partition {partition_id!r}: {preview(missing)} "
                 f"(storage unit {self.index} holds {len(present)} key(s) of that partition)."
-            )
-        return part
+            ) from None
 
-    def _common_fields(self, partition_id: str, keys: list[str], entries: list[_Entry]) -> list[str]:
+    def _common_fields(
+        self, part: _Partition, partition_id: str, keys: list[str], slots: np.ndarray
+    ) -> list[str]:
         """Fields of the requested keys, which must all hold the same ones."""
-        fields = list(entries[0].cells)
-        for key, entry in zip(keys, entries):
-            if entry.cells.keys() != set(fields):
-                raise KVFieldError(
-                    f"kv_batch_get: keys hold different fields ({keys[0]!r}: {sorted(fields)}, "
-                    f"{key!r}: {sorted(entry.cells)}) in partition {partition_id!r}; pass select_fields."
-                )
-        return fields
+        present = part.present(slots)
+        mixed = [mask for mask in present.values() if mask.any() and not mask.all()]
+        if mixed:
+            i = int(np.argmax(mixed[0] != mixed[0][0]))
+            raise KVFieldError(
+                f"kv_batch_get: keys hold different fields ({keys[0]!r}: "
+                f"{sorted(part.key_fields(int(slots[0])))}, {keys[i]!r}: {sorted(part.key_fields(int(slots[i])))}) "
+                f"in partition {partition_id!r}; pass select_fields."
+            )
+        return [name for name, mask in present.items() if len(mask) and mask[0]]
 
     def _check_schema(
-        self, part: _Partition, partition_id: str, keys: list[str], columns: dict
+        self, part: _Partition | None, partition_id: str, keys: list[str], specs: dict
     ) -> dict[str, RowSchema]:
-        """Row schemas of the put's columns; raises if one clashes with what the partition holds."""
-        schemas = {}
-        for name, col in columns.items():
-            rows = len(col[1]) if col[0] != "jagged" else len(col[2]) - 1
-            if rows != len(keys):
-                raise KVSchemaError(f"kv_batch_put: field {name!r} has {rows} rows for {len(keys)} keys.")
-            new = schemas[name] = schema_of(col)
-            old = part.schema.get(name, new)
-            if old != new:
+        """Schemas of fields new to the partition; raises if a put's field clashes with what it holds."""
+        new = {}
+        for name, (schema, _) in specs.items():
+            f = part.fields.get(name) if part is not None else None
+            if f is None:
+                new[name] = schema
+            elif f.schema != schema:
                 raise KVSchemaError(
-                    f"kv_batch_put: field {name!r} in partition {partition_id!r} holds {old.describe()}, "
-                    f"but the put for key {keys[0]!r} brings {new.describe()}; every row of a field "
+                    f"kv_batch_put: field {name!r} in partition {partition_id!r} holds {f.schema.describe()}, "
+                    f"but the put for key {keys[0]!r} brings {schema.describe()}; every row of a field "
                     "needs the same dtype and trailing shape."
                 )
-        return schemas
+        return new
 
-    def _store_chunk(
-        self, part: _Partition, tensors: dict[str, tuple], rows: int, client: str
-    ) -> tuple[int, list[int]]:
-        """Copy a put's tensor columns into a unit-owned object; returns its id and bytes per row."""
-        self._io[client]["puts"] += 1
-        if not tensors:
-            return -1, [0] * rows
+    def _add_chunk(
+        self, keys: list[str], specs: dict, chunk: tuple | None, refs: list | None, client: str
+    ) -> tuple[int, Any]:
+        """Register a put's chunk; returns its id and the row of each key in it."""
+        if chunk is None or not specs:
+            return _ABSENT, 0
+        nbytes = sum(
+            int(np.sum(row_bytes)) * (1 if np.ndim(row_bytes) else len(keys))
+            for _, row_bytes in specs.values()
+        )
         chunk_id = self._next_chunk
         self._next_chunk += 1
-        # The copy into a unit-owned object is what lets the store outlive the writer process.
-        chunk = _Chunk(ray.put(tensors), {n: row_nbytes(c) for n, c in tensors.items()}, rows * len(tensors))
-        self._chunks[chunk_id] = chunk
-        part.nbytes += chunk.nbytes
-        self._io[client]["bytes_written"] += chunk.nbytes
-        return chunk_id, sum(chunk.row_bytes.values()).tolist()
+        if chunk[0] == "ref":
+            _, rows, node_id = chunk
+            self._chunks[chunk_id] = _Chunk(refs[0], None, node_id, nbytes, len(keys) * len(specs))
+            rows = np.arange(len(keys), dtype=np.int64) if rows is None else rows
+        else:
+            self._chunks[chunk_id] = _Chunk(None, chunk[1], None, nbytes, len(keys) * len(specs))
+            rows = np.arange(len(keys), dtype=np.int64)
+        self._io[client]["bytes_written"] += nbytes
+        return chunk_id, rows
 
-    def _set_cell(self, part: _Partition, entry: _Entry, name: str, cell: tuple | _Value) -> None:
-        """Point ``entry``'s field ``name`` at ``cell``, forgetting the cell it replaces."""
-        old = entry.cells.get(name)
-        entry.cells[name] = cell
-        if old is not None:
-            self._release(part, entry, name, old)
-
-    def _release(self, part: _Partition, entry: _Entry, name: str, cell: tuple | _Value) -> None:
-        """Forget an overwritten cell of ``entry``."""
-        part.field_rows[name] -= 1
-        if cell.__class__ is _Value:
+    def _drop_cells(self, released: list[np.ndarray]) -> None:
+        """Forget cells that pointed at chunks; a chunk no cell uses is dropped (Ray frees it)."""
+        if not released:
             return
-        nbytes = int(self._chunks[cell[0]].row_bytes[name][cell[1]])
-        entry.nbytes -= nbytes
-        part.nbytes -= nbytes
-        self._drop_cells(cell[0], 1)
+        ids, counts = np.unique(np.concatenate(released), return_counts=True)
+        for chunk_id, count in zip(ids.tolist(), counts.tolist()):
+            chunk = self._chunks[chunk_id]
+            chunk.live -= count
+            if chunk.live <= 0:
+                del self._chunks[chunk_id]
 
-    def _drop_cells(self, chunk_id: int, count: int) -> None:
-        chunk = self._chunks[chunk_id]
-        chunk.live -= count
-        if chunk.live <= 0:
-            # Dropping the last reference frees the object; no view of it is kept anywhere here.
-            del self._chunks[chunk_id]
-
-    def _rows_by_value(self, replies: dict[str, tuple], needed: set[int]) -> dict[int, dict]:
-        """For readers on another node: copy just the requested rows, renumbering the cells."""
-        chunks: dict[int, dict] = {cid: {} for cid in needed}
-        stored = dict(zip(needed, ray.get([self._chunks[cid].ref for cid in needed])))
-        for name, reply in replies.items():
-            if reply[0] != "cells":
-                continue
-            _, chunk_ids, rows = reply
-            new_rows = np.empty_like(rows)
-            for cid in np.unique(chunk_ids).tolist():
+    def _rows_by_value(self, cells: dict[str, tuple], wanted: list[int]) -> dict[int, dict]:
+        """The requested rows of chunks ``wanted``, by value, renumbering their cells in ``cells``."""
+        refs = [cid for cid in wanted if self._chunks[cid].data is None]
+        stored = dict(zip(refs, ray.get([self._chunks[cid].ref for cid in refs]))) if refs else {}
+        chunks: dict[int, dict] = {cid: {} for cid in wanted}
+        for name, (chunk_ids, rows) in cells.items():
+            new_rows = rows.copy()
+            for cid in wanted:
                 at = chunk_ids == cid
-                wanted, new_rows[at] = np.unique(rows[at], return_inverse=True)
-                chunks[cid][name] = take_rows(stored[cid][name], wanted)
-            replies[name] = ("cells", chunk_ids, new_rows)
+                if not at.any():
+                    continue
+                source = stored[cid] if cid in stored else self._chunks[cid].data
+                picked, new_rows[at] = np.unique(rows[at], return_inverse=True)
+                chunks[cid][name] = take_rows(source[name], picked)
+            cells[name] = (chunk_ids, new_rows)
         return chunks
 
 
