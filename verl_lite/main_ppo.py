@@ -35,6 +35,8 @@ def run(config) -> list[dict]:
 
     init_kwargs = {k: v for k, v in config.ray_kwargs.ray_init.items() if v is not None}
     if "address" not in init_kwargs:
+        # "local" always starts a fresh instance, even when a `ray start` cluster runs on this machine.
+        init_kwargs["address"] = "local"
         slots = config.trainer.nnodes * config.trainer.n_gpus_per_node
         init_kwargs.setdefault("num_cpus", max(4, slots + 2))
         init_kwargs.setdefault("object_store_memory", 512 * 1024**2)
