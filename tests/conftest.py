@@ -25,7 +25,9 @@ def start_local_ray(num_cpus: int = RAY_TEST_CPUS) -> None:
     import ray
 
     if not ray.is_initialized():
+        # "local" always starts a fresh instance, even when another run's Ray is up on this machine.
         ray.init(
+            address="local",
             num_cpus=num_cpus,
             object_store_memory=RAY_TEST_OBJECT_STORE_BYTES,
             include_dashboard=False,

@@ -19,7 +19,7 @@ CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
 def ray_8cpu():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=8, object_store_memory=300 * 1024**2, include_dashboard=False)
+    ray.init(address="local", num_cpus=8, object_store_memory=300 * 1024**2, include_dashboard=False)
     yield
     ray.shutdown()
 

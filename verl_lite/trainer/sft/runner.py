@@ -17,6 +17,8 @@ def init_ray(config: SupervisedConfig) -> None:
 
     init_kwargs = {k: v for k, v in config.ray_kwargs.ray_init.items() if v is not None}
     if "address" not in init_kwargs:
+        # A null address always starts a fresh local instance, even beside a running `ray start` cluster.
+        init_kwargs["address"] = "local"
         init_kwargs.setdefault("num_cpus", max(4, config.trainer.n_gpus_per_node + 2))
         init_kwargs.setdefault("object_store_memory", 300 * 1024**2)
         init_kwargs.setdefault("include_dashboard", False)
