@@ -70,6 +70,11 @@ BAD_CONFIGS = [
         "my_task",
     ),
     (["+actor_rollout_ref.actor.optimz.lr=1"], "unknown key 'actor_rollout_ref.actor.optimz'"),
+    (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
+    (
+        ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],
+        "trainer.resume_from_path='/nonexistent/global_step_9' is not a complete checkpoint",
+    ),
 ]
 
 

@@ -4,6 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.workers.helpers import make_group, put_trajectories, release
+from verl_lite import model_merger
 
 
 def flatten(state, prefix=""):
@@ -34,3 +35,16 @@ def test_save_then_load_restores_weights_and_optimizer_state(tiny_model_dir, kv_
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     assert all(torch.equal(exported.state_dict()[k], saved_weights[k]) for k in saved_weights)
     assert AutoTokenizer.from_pretrained(tmp_path / "hf").eos_token == "<eos>"
+    # The offline merger rebuilds the same model from the two ranks' shards, without Ray or a process group.
+    assert (
+        model_merger.main(["--local_dir", str(tmp_path / "step1"), "--target_dir", str(tmp_path / "merged")])
+        == 0
+    )
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    assert all(torch.equal(merged.state_dict()[k], saved_weights[k]) for k in saved_weights)
+    assert AutoTokenizer.from_pretrained(tmp_path / "merged").eos_token == "<eos>"
+
+
+def test_merger_rejects_a_folder_without_shards(tmp_path, capsys):
+    assert model_merger.main(["--local_dir", str(tmp_path), "--target_dir", str(tmp_path / "out")]) == 2
+    assert f"--local_dir={str(tmp_path)!r} holds no sharded checkpoint" in capsys.readouterr().err

@@ -7,6 +7,7 @@ cross-field rules (batch divisibility, registry names, files, lengths) live in
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,15 +113,35 @@ class TrainerConfig:
     critic_warmup: int = 0
     # Reorder rows so every DP rank gets a similar token count.
     balance_batch: bool = True
-    # Save every save_freq steps (<= 0 disables); checkpoints go under default_local_dir.
+    # Save every save_freq steps and after the last step (<= 0 disables) under default_local_dir.
     save_freq: int = -1
-    default_local_dir: str = "outputs/checkpoints"
+    # Checkpoint folder (null = run_dir/experiment_name/checkpoints); shared storage on a multi-node cluster.
+    default_local_dir: str | None = None
+    # Keep only the newest max_ckpt_to_keep checkpoints (null keeps all).
+    max_ckpt_to_keep: int | None = None
+    # auto: continue from the newest complete checkpoint in default_local_dir; disable: start fresh;
+    # resume_path: continue from resume_from_path.
+    resume_mode: str = "auto"
+    resume_from_path: str | None = None
+    # Dump rollout samples / validation generations as JSONL per step into these folders (null = off).
+    rollout_data_dir: str | None = None
+    validation_data_dir: str | None = None
     # Folder of this run's logs, metrics and plots.
     run_dir: str = "outputs/runs"
     # Seconds the replay buffer waits for finished groups before failing.
     sample_timeout_s: float = 600.0
     # Python files or modules imported in every process first (they register custom losses, estimators ...).
     extensions: list[str] = field(default_factory=list)
+
+    @property
+    def run_path(self) -> str:
+        """This run's folder for logs, metrics and plots: ``run_dir/experiment_name``."""
+        return os.path.join(self.run_dir, self.experiment_name)
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """Where checkpoints go: ``default_local_dir``, or ``checkpoints`` inside the run folder."""
+        return self.default_local_dir or os.path.join(self.run_path, "checkpoints")
 
 
 @dataclass

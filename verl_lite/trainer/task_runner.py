@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import ray
@@ -108,10 +107,9 @@ class TaskRunner:
                 ),
                 client=kv,
             )
-            run_dir = os.path.join(config.trainer.run_dir, config.trainer.experiment_name)
             tracker = Tracker(
                 config.trainer.logger,
-                run_dir,
+                config.trainer.run_path,
                 config.trainer.project_name,
                 config.trainer.experiment_name,
                 config_dict,

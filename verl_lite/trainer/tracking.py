@@ -44,6 +44,19 @@ class Tracker:
         yield from self._bar
         self._bar.close()
 
+    def rewind(self, step: int) -> None:
+        """On resume: drop ``metrics.jsonl`` lines after ``step`` (the steps about to be redone)."""
+        if self._jsonl is None:
+            return
+        path = self._jsonl.name
+        self._jsonl.close()
+        with open(path) as f:
+            kept = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= step]
+        with open(path + ".tmp", "w") as f:
+            f.writelines(kept)
+        os.replace(path + ".tmp", path)
+        self._jsonl = open(path, "a")
+
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Send one step's metrics to every logger."""
         if not metrics:

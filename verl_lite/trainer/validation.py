@@ -43,6 +43,7 @@ def validate_config(config: PPOConfig) -> None:
         *_name_problems(config),
         *_file_problems(config),
         *_algorithm_problems(config),
+        *_checkpoint_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -161,6 +162,22 @@ def _file_problems(config: PPOConfig) -> list[str]:
     if custom and not os.path.exists(custom):
         out.append(f"reward.custom_reward_function.path: file {custom!r} does not exist.")
     return out
+
+
+def _checkpoint_problems(config: PPOConfig) -> list[str]:
+    from verl_lite.trainer.checkpoint import RESUME_MODES, resolve_resume_path
+
+    trainer = config.trainer
+    if trainer.resume_mode not in RESUME_MODES:
+        return [
+            f"trainer.resume_mode={trainer.resume_mode!r} is not valid; use one of {', '.join(RESUME_MODES)}."
+        ]
+    if trainer.resume_mode == "resume_path":
+        try:
+            resolve_resume_path(trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path)
+        except ValueError as err:
+            return [str(err)]
+    return []
 
 
 def _algorithm_problems(config: PPOConfig) -> list[str]:

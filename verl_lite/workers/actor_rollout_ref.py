@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ from verl_lite.utils.config import from_config
 from verl_lite.workers.advantage import compute_shard_advantages
 from verl_lite.workers.batching import RowBatch, global_counts, mean_metrics, mini_batches
 from verl_lite.workers.config import ActorRolloutRefConfig
-from verl_lite.workers.engine import get_engine
+from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.rollout import get_rollout
 from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
 
@@ -368,14 +369,16 @@ class ActorRolloutRefWorker(Worker):
     # ---- checkpoints ----------------------------------------------------------------------------
     @register(dispatch_mode=Dispatch.ONE_TO_ALL, execute_mode=Execute.ALL)
     def save_checkpoint(self, path: str, hf_path: str | None = None) -> None:
-        """Sharded checkpoint of the actor under ``path``; a Hugging Face export under ``hf_path``."""
+        """Sharded checkpoint of the actor (and tokenizer) under ``path``; a Hugging Face export under ``hf_path``."""
         self.actor.save_checkpoint(path)
+        if self.rank == 0:
+            self.tokenizer.save_pretrained(os.path.join(path, HF_CONFIG_DIR))
         if hf_path:
             self.actor.export_hf(hf_path, self.tokenizer)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, path: str) -> None:
-        """Restore the actor from ``save_checkpoint``'s folder."""
+        """Restore the actor from ``save_checkpoint``'s folder (the rollout gets it at the next weight sync)."""
         self.actor.load_checkpoint(path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -10,11 +11,11 @@ from tensordict import TensorDict
 
 from verl_lite.algorithms import compute_value_loss, masked_mean
 from verl_lite.kv import KVBatchMeta, get_kv_client
-from verl_lite.single_controller import Dispatch, Worker, make_nd_dispatch, register
+from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.utils.config import from_config
 from verl_lite.workers.batching import RowBatch, global_counts, mean_metrics, mini_batches
 from verl_lite.workers.config import CriticWorkerConfig
-from verl_lite.workers.engine import get_engine
+from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.sequences import response_values, unpad_rows
 
 
@@ -32,11 +33,23 @@ class CriticWorker(Worker):
         from transformers import AutoTokenizer
 
         cfg = self.config
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
-        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
+        self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.engine = get_engine(cfg.engine.name)(cfg.model, cfg.critic.optim, cfg.engine, kind="value")
         self.register_mesh("critic", dp_rank=self.rank, is_collect=True)
         self.kv = get_kv_client()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL, execute_mode=Execute.ALL)
+    def save_checkpoint(self, path: str) -> None:
+        """Sharded checkpoint of the value model, optimizer, scheduler and RNG (and tokenizer) under ``path``."""
+        self.engine.save_checkpoint(path)
+        if self.rank == 0:
+            self.tokenizer.save_pretrained(os.path.join(path, HF_CONFIG_DIR))
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, path: str) -> None:
+        """Restore the value model from ``save_checkpoint``'s folder."""
+        self.engine.load_checkpoint(path)
 
     def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
         return RowBatch(

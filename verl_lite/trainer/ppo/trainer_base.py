@@ -6,16 +6,26 @@ write every token tensor themselves, and what comes back here is ``KVBatchMeta``
 
 from __future__ import annotations
 
+import os
+import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import torch
 from tensordict import TensorDict
 
 from verl_lite.algorithms import build_kl_controller
 from verl_lite.kv import KVBatchMeta
 from verl_lite.protocol import non_tensor_rows
+from verl_lite.trainer.checkpoint import (
+    CheckpointWriter,
+    load_trainer_state,
+    prune_checkpoints,
+    resolve_resume_path,
+)
 from verl_lite.trainer.config import PPOConfig
 from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
@@ -73,8 +83,9 @@ class PPOTrainer:
 
     # ---- hooks ----------------------------------------------------------------------------------
     def on_train_begin(self) -> None:
-        """Before the first step: validate when ``val_before_train``."""
-        if self.config.trainer.val_before_train or self.config.trainer.val_only:
+        """Before the first step: validate when ``val_before_train`` (not again when resuming)."""
+        trainer = self.config.trainer
+        if trainer.val_only or (trainer.val_before_train and self.global_step == 0):
             metrics = self.validate()
             self.history.append({"step": self.global_step, **metrics})
             self.tracker.log(metrics, step=self.global_step)
@@ -89,11 +100,16 @@ class PPOTrainer:
         return batch
 
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
-        """After the update and weight sync: validate on schedule and log."""
-        freq = self.config.trainer.test_freq
-        if step == self.total_steps or (freq > 0 and step % freq == 0):
+        """After the update and weight sync: validate on schedule, log, and checkpoint on schedule."""
+        trainer = self.config.trainer
+        last = step == self.total_steps
+        if last or (trainer.test_freq > 0 and step % trainer.test_freq == 0):
             metrics.update(self.validate())
         self.history.append({"step": step, **metrics})
+        if trainer.save_freq > 0 and (last or step % trainer.save_freq == 0):
+            start = time.perf_counter()
+            self.save_checkpoint(step)
+            metrics["timing_s/save_checkpoint"] = time.perf_counter() - start
         self.tracker.log(metrics, step=step)
 
     def on_validate_begin(self) -> None:
@@ -108,7 +124,8 @@ class PPOTrainer:
 
     # ---- the loop -------------------------------------------------------------------------------
     def fit(self) -> list[dict[str, float]]:
-        """Run ``total_steps`` steps (or only validation with ``val_only``); returns the step metrics."""
+        """Resume if a checkpoint says so, run to ``total_steps`` (or only validate); returns the step metrics."""
+        self.resume()
         self.on_train_begin()
         if self.config.trainer.val_only:
             self.on_train_end()
@@ -153,8 +170,6 @@ class PPOTrainer:
 
     def submit_prompts(self, items: list[dict], step: int, partition: str) -> KVBatchMeta:
         """Register prompt groups with the buffer and store their token ids and reward fields."""
-        import torch
-
         self._submitted += len(items)
         uids = [f"{partition}{step}-{self._submitted - len(items) + i}" for i in range(len(items))]
         markers = self.buffer.add_groups(
@@ -225,6 +240,64 @@ class PPOTrainer:
         self.kv.kv_clear(out.keys + meta.keys, "val")
         self.on_validate_end(metrics)
         return metrics
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The controller's share of a checkpoint: everything the next step depends on besides the workers."""
+        return {
+            "global_step": self.global_step,
+            "dataloader": self.train_batches.state_dict(),
+            "kl_ctrl": self.kl_ctrl.state_dict(),
+            "replay_buffer": self.buffer.state_dict(),
+            "submitted": self._submitted,
+            "history": self.history,
+            "rng": {
+                "python": random.getstate(),
+                "numpy": np.random.get_state(),
+                "torch": torch.get_rng_state(),
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.global_step = int(state["global_step"])
+        self.train_batches.load_state_dict(state["dataloader"])
+        self.kl_ctrl.load_state_dict(state["kl_ctrl"])
+        self.buffer.load_state_dict(state["replay_buffer"])
+        self._submitted = int(state["submitted"])
+        self.history = list(state["history"])
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+        torch.set_rng_state(state["rng"]["torch"])
+
+    def save_checkpoint(self, step: int) -> str:
+        """Workers write their shards, the controller its state; published atomically, old ones pruned."""
+        trainer = self.config.trainer
+        writer = CheckpointWriter(trainer.checkpoint_dir, step)
+        self.groups.actor_rollout.save_checkpoint(writer.part("actor"))
+        if self.groups.critic is not None:
+            self.groups.critic.save_checkpoint(writer.part("critic"))
+        writer.save_trainer_state(self.state_dict())
+        path = writer.publish()
+        prune_checkpoints(trainer.checkpoint_dir, trainer.max_ckpt_to_keep)
+        return path
+
+    def resume(self) -> str | None:
+        """Load the checkpoint ``trainer.resume_mode`` points at (if any); returns its path."""
+        trainer = self.config.trainer
+        path = resolve_resume_path(trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path)
+        if path is None:
+            return None
+        state = load_trainer_state(path)
+        self.groups.actor_rollout.load_checkpoint(os.path.join(path, "actor"))
+        if self.groups.critic is not None:
+            self.groups.critic.load_checkpoint(os.path.join(path, "critic"))
+        self.load_state_dict(state)
+        # The rollout serves the restored weights, exactly as after the step that was saved.
+        self.groups.actor_rollout.update_weights(self.global_step)
+        self.tracker.rewind(self.global_step)
+        print(f"resumed from {path}: continuing after step {self.global_step}", flush=True)
+        return path
 
     # ---- helpers --------------------------------------------------------------------------------
     @contextmanager

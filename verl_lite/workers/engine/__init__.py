@@ -2,6 +2,7 @@
 
 from verl_lite.workers.engine.base import (
     ENGINES,
+    HF_CONFIG_DIR,
     TrainingEngine,
     get_engine,
     init_distributed,
@@ -9,4 +10,12 @@ from verl_lite.workers.engine.base import (
 )
 from verl_lite.workers.engine.fsdp import FSDPEngine
 
-__all__ = ["ENGINES", "FSDPEngine", "TrainingEngine", "get_engine", "init_distributed", "register_engine"]
+__all__ = [
+    "ENGINES",
+    "HF_CONFIG_DIR",
+    "FSDPEngine",
+    "TrainingEngine",
+    "get_engine",
+    "init_distributed",
+    "register_engine",
+]

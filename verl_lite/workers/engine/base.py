@@ -14,6 +14,9 @@ import torch.distributed as dist
 from verl_lite.utils.registry import Registry
 
 ENGINES: Registry[type[TrainingEngine]] = Registry("training engine")
+# Subfolder of an engine checkpoint with the Hugging Face config (architectures = the model class)
+# and the tokenizer: what ``verl_lite.model_merger`` needs to rebuild a Hugging Face model.
+HF_CONFIG_DIR = "huggingface"
 
 # loss_fn(model_output, micro_batch) -> (loss to back-propagate, scalar metrics)
 LossFn = Callable[[Any, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float]]]
@@ -58,7 +61,7 @@ class TrainingEngine(ABC):
 
     @abstractmethod
     def save_checkpoint(self, path: str) -> None:
-        """Save model, optimizer, scheduler and RNG state (sharded) under ``path``."""
+        """Save model, optimizer, scheduler and RNG state (sharded) under ``path``, config in ``HF_CONFIG_DIR``."""
 
     @abstractmethod
     def load_checkpoint(self, path: str) -> None:

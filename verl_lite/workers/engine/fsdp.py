@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 from collections.abc import Iterator
@@ -22,7 +23,13 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig
-from verl_lite.workers.engine.base import LossFn, TrainingEngine, init_distributed, register_engine
+from verl_lite.workers.engine.base import (
+    HF_CONFIG_DIR,
+    LossFn,
+    TrainingEngine,
+    init_distributed,
+    register_engine,
+)
 from verl_lite.workers.engine.schedule import build_scheduler
 
 MODEL_KINDS = ("causal_lm", "value")
@@ -147,6 +154,11 @@ class FSDPEngine(TrainingEngine):
             "rng": _rng_state(),
         }
         torch.save(extra, os.path.join(path, f"extra_rank{self.rank}.pt"))
+        if self.rank == 0:
+            # What model_merger needs to rebuild the Hugging Face model from the shards.
+            hf_config = copy.deepcopy(self.hf_config)
+            hf_config.architectures = [self._hf_class.__name__]
+            hf_config.save_pretrained(os.path.join(path, HF_CONFIG_DIR))
         dist.barrier()
 
     def load_checkpoint(self, path: str) -> None:
