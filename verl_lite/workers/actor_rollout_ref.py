@@ -290,6 +290,17 @@ class ActorRolloutRefWorker(Worker):
         out.extra_info = dict(meta.extra_info)
         return out
 
+    @register(dispatch_mode=make_nd_dispatch("rollout"))
+    def decode_trajectories(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
+        """``{key: {"prompt": text, "response": text}}`` for ``meta``'s trajectories (for the JSONL dumps)."""
+        if not len(meta):
+            return {}
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=["prompts", "responses"])
+        decode = self.tokenizer.batch_decode
+        prompts = decode(list(td.get("prompts").unbind()), skip_special_tokens=True)
+        responses = decode(list(td.get("responses").unbind()), skip_special_tokens=True)
+        return {key: {"prompt": p, "response": r} for key, p, r in zip(meta.keys, prompts, responses)}
+
     def _read_prompt_rows(self, meta: KVBatchMeta) -> dict[str, list]:
         wanted = ["prompts", *(f for f in ROW_FIELDS if f in meta.fields)]
         td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)

@@ -27,6 +27,7 @@ from verl_lite.trainer.checkpoint import (
     resolve_resume_path,
 )
 from verl_lite.trainer.config import PPOConfig
+from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
@@ -79,6 +80,8 @@ class PPOTrainer:
         self.timing: dict[str, float] = {}
         self.history: list[dict[str, float]] = []
         self._submitted = 0
+        # data source and ground truth of the prompt groups in flight, for the generation dumps
+        self._group_info: dict[str, dict[str, Any]] = {}
         self.buffer.refill_fn = self.refill
 
     # ---- hooks ----------------------------------------------------------------------------------
@@ -152,7 +155,12 @@ class PPOTrainer:
         metrics.update(self.update(batch, step))
         with self.timed("update_weights"):
             metrics.update(mean_of_dicts(self.groups.actor_rollout.update_weights(step)))
-        self.kv.kv_clear(batch.keys + list(batch.extra_info.get("group_keys", [])), "train")
+        if self.config.trainer.rollout_data_dir:
+            with self.timed("dump"):
+                self.dump_generations(self.config.trainer.rollout_data_dir, step, batch)
+        group_keys = list(batch.extra_info.get("group_keys", []))
+        self.kv.kv_clear(batch.keys + group_keys, "train")
+        self._forget_groups(group_keys)
         self.timing["step"] = time.perf_counter() - start
         metrics.update(self.step_metrics(batch, step))
         return metrics
@@ -174,6 +182,12 @@ class PPOTrainer:
         uids = [f"{partition}{step}-{self._submitted - len(items) + i}" for i in range(len(items))]
         markers = self.buffer.add_groups(
             uids, step, partition, tags=[{"data_source": it["data_source"]} for it in items]
+        )
+        self._group_info.update(
+            {
+                uid: {"data_source": it["data_source"], "ground_truth": it["ground_truth"]}
+                for uid, it in zip(uids, items)
+            }
         )
         fields = TensorDict(
             {"prompts": torch.nested.nested_tensor([it["prompt_ids"] for it in items], layout=torch.jagged)},
@@ -237,9 +251,24 @@ class PPOTrainer:
         by_uid = {tag["uid"]: tag.get("data_source") for tag in meta.tags}
         tags = [{**tag, "data_source": by_uid.get(tag["uid"], "unknown")} for tag in out.tags]
         metrics = validation_metrics(tags, n)
+        if self.config.trainer.validation_data_dir:
+            self.dump_generations(self.config.trainer.validation_data_dir, self.global_step, out)
         self.kv.kv_clear(out.keys + meta.keys, "val")
+        self._forget_groups(meta.keys)
         self.on_validate_end(metrics)
         return metrics
+
+    def dump_generations(self, directory: str, step: int, trajectories: KVBatchMeta) -> str:
+        """Write ``trajectories`` (decoded by the rollout workers) to ``directory/<step>.jsonl``."""
+        texts: dict[str, dict[str, str]] = {}
+        for part in self.groups.actor_rollout.decode_trajectories(trajectories):
+            texts.update(part)
+        rows = generation_rows(step, trajectories.keys, trajectories.tags, texts, self._group_info)
+        return write_generations(directory, step, rows)
+
+    def _forget_groups(self, uids: list[str]) -> None:
+        for uid in uids:
+            self._group_info.pop(uid, None)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
