@@ -141,9 +141,13 @@ class ActorRolloutRefWorker(Worker):
             extra_info=meta.extra_info,
         )
 
-    @register(dispatch_mode=Dispatch.DP_COMPUTE_GROUPS)
+    @register(dispatch_mode=Dispatch.RANK_ZERO, execute_mode=Execute.RANK_ZERO)
     def compute_advantage(self, meta: KVBatchMeta, algorithm: Any, kl_coef: float = 0.0) -> dict[str, float]:
-        """Token rewards, advantages and returns for whole prompt groups; returns shard statistics."""
+        """Token rewards, advantages and returns for the whole batch; returns its sum/count/max/min statistics.
+
+        One rank sees every row, so batch-wide normalisation (GAE and REINFORCE++ whitening) uses the
+        whole batch whatever the data-parallel size; the math is elementwise and cheap next to a forward.
+        """
         if not len(meta):
             return {}
         wanted = ["prompts", "responses", "token_level_scores"]

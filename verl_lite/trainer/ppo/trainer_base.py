@@ -222,7 +222,7 @@ class PPOTrainer:
                 batch.fields = self.groups.critic.compute_values(batch).fields
         with self.timed("adv"):
             stats = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
-        metrics.update(combine_shard_stats(stats))
+        metrics.update(combine_shard_stats([stats]))
         if cfg.algorithm.use_kl_in_reward and "actor/reward_kl_penalty/mean" in metrics:
             self.kl_ctrl.update(metrics["actor/reward_kl_penalty/mean"], len(batch))
             metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
