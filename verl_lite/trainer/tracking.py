@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -56,6 +57,17 @@ class Tracker:
             f.writelines(kept)
         os.replace(path + ".tmp", path)
         self._jsonl = open(path, "a")
+
+    def archive_previous(self) -> str | None:
+        """On a fresh start: move an earlier run's ``metrics.jsonl`` aside (``metrics.<time>.jsonl``); returns it."""
+        if self._jsonl is None or self._jsonl.tell() == 0:
+            return None
+        path = self._jsonl.name
+        self._jsonl.close()
+        archived = os.path.join(self.run_dir, f"metrics.{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+        os.replace(path, archived)
+        self._jsonl = open(path, "a")
+        return archived
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Send one step's metrics to every logger."""

@@ -316,6 +316,11 @@ class PPOTrainer:
         trainer = self.config.trainer
         path = resolve_resume_path(trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path)
         if path is None:
+            archived = self.tracker.archive_previous()
+            if archived:
+                print(
+                    f"starting fresh: the previous metrics of this run folder moved to {archived}", flush=True
+                )
             return None
         state = load_trainer_state(path)
         self.groups.actor_rollout.load_checkpoint(os.path.join(path, "actor"))
