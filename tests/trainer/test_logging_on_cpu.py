@@ -93,6 +93,7 @@ def test_jsonl_holds_every_step_and_validation(finished_run):
     for line in lines[1:]:
         assert line == pytest.approx(by_step[line["step"]])
         assert {"critic/score/mean", "actor/pg_loss", "timing_s/gen", "perf/throughput"} <= line.keys()
+        assert 0 < line["timing_s/reward"] < line["timing_s/gen"]  # scoring runs inside generation
 
 
 def test_tensorboard_scalars_match_the_metrics(finished_run):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
@@ -28,6 +29,8 @@ TRAJECTORY_FIELDS = ("prompts", "responses", "response_mask", "rollout_log_probs
 ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info")
 # compute_log_prob leaves one (sum, count) of |p_actor - p_rollout| per rank in the returned meta's extra_info.
 PROBS_DIFF_PREFIX = "rollout_probs_diff/rank"
+# generate_sequences leaves each rank's reward-scoring seconds in the returned meta's extra_info.
+REWARD_TIME_PREFIX = "reward_time_s/rank"
 
 
 def rollout_probs_diff_mean(meta: KVBatchMeta) -> float | None:
@@ -35,6 +38,11 @@ def rollout_probs_diff_mean(meta: KVBatchMeta) -> float | None:
     parts = [v for k, v in meta.extra_info.items() if k.startswith(PROBS_DIFF_PREFIX)]
     count = sum(n for _, n in parts)
     return sum(s for s, _ in parts) / count if count else None
+
+
+def reward_seconds(meta: KVBatchMeta) -> float:
+    """Seconds the slowest rollout rank spent scoring its samples (``timing_s/reward``)."""
+    return max((v for k, v in meta.extra_info.items() if k.startswith(REWARD_TIME_PREFIX)), default=0.0)
 
 
 class ActorRolloutRefWorker(Worker):
@@ -250,7 +258,9 @@ class ActorRolloutRefWorker(Worker):
         generations = self.rollout.generate(prompts, sampling, rollout_cfg.response_length)
         step = int(meta.extra_info.get("global_steps", 0))
         uids = [tag.get("uid", key) for key, tag in zip(meta.keys, meta.tags)]
+        scoring_start = time.perf_counter()
         results = self._score_generations(generations, prompts, rows)
+        scoring_s = time.perf_counter() - scoring_start
         keys, tags = [], []
         group_failed: dict[str, str] = {}
         for gen, result in zip(generations, results):
@@ -291,7 +301,7 @@ class ActorRolloutRefWorker(Worker):
             for uid, tag in zip(uids, meta.tags)
         ]
         self.kv.kv_update_tags(meta.keys, meta.partition_id, group_tags)
-        out.extra_info = dict(meta.extra_info)
+        out.extra_info = {**meta.extra_info, f"{REWARD_TIME_PREFIX}{self.rank}": scoring_s}
         return out
 
     @register(dispatch_mode=make_nd_dispatch("rollout"))

@@ -31,7 +31,7 @@ from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
-from verl_lite.workers.actor_rollout_ref import TRAJECTORY_FIELDS, rollout_probs_diff_mean
+from verl_lite.workers.actor_rollout_ref import TRAJECTORY_FIELDS, reward_seconds, rollout_probs_diff_mean
 
 TRAINERS: Registry[type] = Registry("trainer mode")
 
@@ -169,7 +169,9 @@ class PPOTrainer:
         """Put the next prompts in the store as pending groups and have the rollout workers sample them."""
         items = next(self.train_batches)[:num_prompts]
         meta = self.submit_prompts(items, step, "train")
-        self.groups.actor_rollout.generate_sequences(meta)
+        out = self.groups.actor_rollout.generate_sequences(meta)
+        # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
+        self.timing["reward"] = self.timing.get("reward", 0.0) + reward_seconds(out)
         return meta.keys
 
     def refill(self, num_prompts: int) -> None:
