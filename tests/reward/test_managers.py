@@ -36,7 +36,7 @@ def test_naive_scores_each_item_with_the_builtin_scorer():
         [item("#### 7"), item("#### 8"), item(r"\boxed{2}", "2", "math")]
     )
     assert [r.score for r in results] == [1.0, 0.0, 1.0]
-    assert results[0].extra == {"acc": 1.0} and results[0].error is None
+    assert results[0].extra == {"acc": 1.0, "pred": "7"} and results[0].error is None
 
 
 def test_naive_passes_reward_kwargs_to_the_scorer():
@@ -63,7 +63,7 @@ def test_dapo_adds_penalty_to_the_score_and_reports_it():
     results = DAPORewardManager(config)([item(length=90), item(length=50), item("#### 8", length=100)])
     # correct 1.0 - 0.5; correct 1.0 + 0; wrong 0.0 - 1.0
     assert [r.score for r in results] == pytest.approx([0.5, 1.0, -1.0])
-    assert results[0].extra == {"acc": 1.0, "overlong_reward": -0.5, "overlong": 1.0}
+    assert results[0].extra == {"acc": 1.0, "pred": "7", "overlong_reward": -0.5, "overlong": 1.0}
     assert results[1].extra["overlong"] == 0.0
 
 

@@ -96,9 +96,10 @@ def test_synthetic_task_uses_its_own_scorer():
     from verl_lite.data.synthetic import DATA_SOURCE
 
     assert DATA_SOURCE in SCORERS  # the scorer module spells the name out; keep it in sync
-    assert default_compute_score(DATA_SOURCE, "3+4=7\n#### 7", "7") == {"score": 1.0, "acc": 1.0}
+    assert default_compute_score(DATA_SOURCE, "3+4=7\n#### 7", "7") == {"score": 1.0, "acc": 1.0, "pred": "7"}
     wrong = default_compute_score(DATA_SOURCE, "#### 8", "7", format_score=0.1)
-    assert wrong == {"score": 0.1, "acc": 0.0}
+    assert wrong == {"score": 0.1, "acc": 0.0, "pred": "8"}
+    assert default_compute_score(DATA_SOURCE, "no answer", "7")["pred"] is None
 
 
 def test_dispatcher_passes_only_kwargs_the_scorer_takes():

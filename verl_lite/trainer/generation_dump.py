@@ -2,8 +2,8 @@
 
 ``trainer.rollout_data_dir`` gets ``<step>.jsonl`` with every training trajectory of the step;
 ``trainer.validation_data_dir`` gets ``<step>.jsonl`` with every validation generation. One line per
-trajectory: step, uid, data source, prompt and response text, ground truth, score, acc, lengths and
-finish reason. The rollout workers decode the token ids (the controller never reads token tensors);
+trajectory: step, uid, data source, prompt and response text, ground truth, score, acc, the
+extracted answer (pred), lengths and finish reason. The rollout workers decode the token ids (the controller never reads token tensors);
 the controller joins the text with the tags and the prompt rows it submitted.
 """
 
@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 # Tag fields copied into each line when present.
-TAG_FIELDS = ("score", "acc", "prompt_len", "response_len", "finish_reason", "weight_version")
+TAG_FIELDS = ("score", "acc", "pred", "prompt_len", "response_len", "finish_reason", "weight_version")
 
 
 def generation_rows(

@@ -270,6 +270,8 @@ class ActorRolloutRefWorker(Worker):
             status = "success"
             if result is not None:
                 extra.update(score=result["score"], acc=result["acc"])
+                if result["pred"] is not None:
+                    extra["pred"] = str(result["pred"])
                 if result.get("error"):
                     status, extra["error"] = "failure", result["error"]
                     group_failed[uid] = result["error"]
@@ -350,7 +352,9 @@ class ActorRolloutRefWorker(Worker):
         for result in self.reward_manager(items):
             score = 0.0 if result.score is None else float(result.score)
             acc = float(result.extra.get("acc", score > 0)) if result.extra else float(score > 0)
-            results.append({"score": score, "acc": acc, "error": result.error})
+            results.append(
+                {"score": score, "acc": acc, "error": result.error, "pred": result.extra.get("pred")}
+            )
         return results
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)

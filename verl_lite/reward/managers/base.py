@@ -60,7 +60,8 @@ class RewardResult:
 
     # final reward after penalties and processors; None when the scorer raised
     score: float | None
-    # extra numeric fields returned by the scorer (e.g. acc) and by the manager (e.g. overlong_reward)
+    # extra fields returned by the scorer (e.g. acc, pred: the extracted answer) and by the manager
+    # (e.g. overlong_reward)
     extra: dict = field(default_factory=dict)
     # "{ExcType}: {message}" when the scorer raised, else None
     error: str | None = None

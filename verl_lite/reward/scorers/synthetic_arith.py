@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_lite.data.scoring import compute_score
+from verl_lite.data.scoring import compute_score, extract_answer
 
 from .registry import register_scorer
 
@@ -21,13 +21,13 @@ def compute_synthetic_score(
     extra_info: dict | None = None,
     format_score: float = 0.0,
     score: float = 1.0,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Reward of one synthetic-task response (last ``#### <int>`` against the answer).
 
     Returns:
-        ``{"score": ..., "acc": 1.0 | 0.0}``; ``score``/``format_score``/0.0 as in
-        :func:`verl_lite.data.scoring.compute_score`.
+        ``{"score": ..., "acc": 1.0 | 0.0, "pred": answer or None}``; ``score``/``format_score``/0.0
+        as in :func:`verl_lite.data.scoring.compute_score`; ``pred`` feeds majority voting (maj@N).
     """
     reward = compute_score(solution_str, str(ground_truth), format_score=format_score, score=score)
     correct = compute_score(solution_str, str(ground_truth)) == 1.0
-    return {"score": reward, "acc": float(correct)}
+    return {"score": reward, "acc": float(correct), "pred": extract_answer(solution_str)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 
@@ -57,17 +57,32 @@ def tag_metrics(tags: list[dict], max_response_length: int) -> dict[str, float]:
 
 
 def validation_metrics(tags: list[dict], n: int) -> dict[str, float]:
-    """``val-core/<data_source>/acc/mean@n`` (and best@n / maj@n when n > 1) from validation tags."""
-    by_source: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    """``val-core/<data_source>/acc/mean@n``, and with n > 1 ``best@n`` and ``maj@n``, from validation tags.
+
+    ``best@n``: share of prompts with at least one correct sample. ``maj@n``: share of prompts whose
+    majority answer (the most frequent ``pred`` the scorer extracted; ties go to the first seen) is
+    correct; reported only when the scorer returns ``pred``.
+    """
+    by_source: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for tag in tags:
-        by_source[tag.get("data_source", "unknown")][tag["uid"]].append(float(tag.get("acc", 0.0)))
+        by_source[tag.get("data_source", "unknown")][tag["uid"]].append(tag)
     out = {}
     for source, groups in by_source.items():
-        accs = [a for group in groups.values() for a in group]
+        accs = [float(t.get("acc", 0.0)) for group in groups.values() for t in group]
         out[f"val-core/{source}/acc/mean@{n}"] = sum(accs) / len(accs)
         if n > 1:
-            out[f"val-core/{source}/acc/best@{n}"] = sum(max(g) for g in groups.values()) / len(groups)
-            out[f"val-core/{source}/acc/maj@{n}"] = sum(sum(g) / len(g) > 0.5 for g in groups.values()) / len(
-                groups
-            )
+            best = [max(float(t.get("acc", 0.0)) for t in group) for group in groups.values()]
+            out[f"val-core/{source}/acc/best@{n}"] = sum(best) / len(best)
+            if any("pred" in t for group in groups.values() for t in group):
+                majority = [_majority_vote_acc(group) for group in groups.values()]
+                out[f"val-core/{source}/acc/maj@{n}"] = sum(majority) / len(majority)
     return out
+
+
+def _majority_vote_acc(group: list[dict]) -> float:
+    """Accuracy of the most frequent extracted answer of one prompt's samples (0 when none has one)."""
+    votes = Counter(t["pred"] for t in group if t.get("pred") is not None)
+    if not votes:
+        return 0.0
+    answer = votes.most_common(1)[0][0]
+    return float(next(t.get("acc", 0.0) for t in group if t.get("pred") == answer))

@@ -1,0 +1,50 @@
+"""Validation accuracy over n samples per prompt: mean@n, best@n and majority-vote maj@n."""
+
+import pytest
+
+from verl_lite.trainer.ppo.metrics import validation_metrics
+
+
+def tag(uid, acc, pred, source="arith"):
+    out = {"uid": uid, "acc": acc, "data_source": source}
+    if pred is not None:
+        out["pred"] = pred
+    return out
+
+
+def test_mean_best_and_majority_vote():
+    tags = [
+        # 2 of 4 right and the wrong answers disagree: the right answer wins the vote
+        tag("a", 1.0, "7"),
+        tag("a", 0.0, "8"),
+        tag("a", 0.0, "9"),
+        tag("a", 1.0, "7"),
+        # a 2-2 tie between a wrong "6" and a right "5": the first seen ("6") wins
+        tag("b", 0.0, "6"),
+        tag("b", 1.0, "5"),
+        tag("b", 0.0, "6"),
+        tag("b", 1.0, "5"),
+        # none has an answer
+        tag("c", 0.0, None),
+        tag("c", 0.0, None),
+        tag("c", 0.0, None),
+        tag("c", 0.0, None),
+    ]
+    out = validation_metrics(tags, 4)
+    assert out["val-core/arith/acc/mean@4"] == pytest.approx(4 / 12)
+    assert out["val-core/arith/acc/best@4"] == pytest.approx(2 / 3)
+    assert out["val-core/arith/acc/maj@4"] == pytest.approx(1 / 3)  # a right, b tie -> "6" wrong, c none
+
+
+def test_sources_are_separate_and_maj_needs_predictions():
+    tags = [
+        tag("a", 1.0, None, "x"),
+        tag("a", 0.0, None, "x"),
+        tag("b", 1.0, "3", "y"),
+        tag("b", 1.0, "3", "y"),
+    ]
+    out = validation_metrics(tags, 2)
+    assert out["val-core/x/acc/mean@2"] == 0.5 and out["val-core/x/acc/best@2"] == 1.0
+    assert "val-core/x/acc/maj@2" not in out
+    assert out["val-core/y/acc/maj@2"] == 1.0
+    assert set(validation_metrics(tags[:2], 1)) == {"val-core/x/acc/mean@1"}
