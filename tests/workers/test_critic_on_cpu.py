@@ -2,13 +2,19 @@
 
 import torch
 from tensordict import TensorDict
+from transformers import AutoModelForTokenClassification
 
 from tests.workers.helpers import RESPONSES, jagged, put_trajectories
+from verl_lite import model_merger
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
 from verl_lite.workers.critic import CriticWorker
 
 
-def test_critic_values_have_response_shape_and_update_reduces_value_error(tiny_model_dir, kv_store):
+def read_values(kv_store, meta):
+    return kv_store.kv_batch_get(meta.keys, "train", select_fields=["values"])["values"].values()
+
+
+def test_critic_values_have_response_shape_and_update_reduces_value_error(tiny_model_dir, kv_store, tmp_path):
     config = {
         "model": {"path": tiny_model_dir},
         "critic": {
@@ -37,6 +43,15 @@ def test_critic_values_have_response_shape_and_update_reduces_value_error(tiny_m
             "values"
         ]
         assert (values.values() - 1.0).square().mean() < before
+        # A checkpoint brings back exactly the values of when it was taken, and merges into an HF model.
+        group.save_checkpoint(str(tmp_path / "critic"))
+        saved = read_values(kv_store, group.compute_values(meta))
+        group.update_critic(meta)
+        assert not torch.equal(read_values(kv_store, group.compute_values(meta)), saved)
+        group.load_checkpoint(str(tmp_path / "critic"))
+        assert torch.equal(read_values(kv_store, group.compute_values(meta)), saved)
+        model_merger.merge_checkpoint(str(tmp_path / "critic"), str(tmp_path / "hf"))
+        assert AutoModelForTokenClassification.from_pretrained(tmp_path / "hf").config.num_labels == 1
     finally:
         group.kill()
         group.resource_pool.release()
