@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 import shutil
 import sys
 import typing
@@ -33,34 +34,34 @@ def test_checked_in_doc_is_what_the_script_writes_from_the_yaml():
     assert not stale, "\n".join([*stale, "run: python scripts/gen_config_docs.py"])
 
 
-def _edit(path: Path, old: str, new: str) -> None:
+def _edit(path: Path, pattern: str, replacement: str) -> str:
+    """Replace the one match of ``pattern`` (multiline) in ``path``; returns the matched text."""
     text = path.read_text()
-    assert text.count(old) == 1, f"{old!r} is not unique in {path}"
-    path.write_text(text.replace(old, new))
+    matches = list(re.finditer(pattern, text, flags=re.MULTILINE))
+    assert len(matches) == 1, f"{pattern!r} matches {len(matches)} times in {path}"
+    path.write_text(text[: matches[0].start()] + replacement + text[matches[0].end() :])
+    return matches[0].group(0)
 
 
 def test_a_key_added_removed_or_given_a_new_default_in_the_yaml_is_reported(tmp_path):
     configs = tmp_path / "configs"
     shutil.copytree(gen.CONFIG_DIR, configs)
+    doc = gen.render(configs)
     ppo = configs / "ppo_trainer.yaml"
-    _edit(ppo, "  train_batch_size: 16\n", "  train_batch_size: 32\n")
-    _edit(
-        ppo,
-        "  # Seed of the prompt order.\n  seed: 1\n",
-        "  # Seed of the prompt order.\n  seed: 1\n  # New.\n  knob: 3\n",
-    )
-    _edit(ppo, "    # Dual-clip bound for negative advantages.\n    clip_ratio_c: 3.0\n", "")
-    _edit(configs / "sft_trainer.yaml", "  export_hf: true\n", "  export_hf: false\n")
+    old_batch = _edit(ppo, r"(?<=^  train_batch_size: ).*$", "12345")
+    _edit(ppo, r"^data:\n", "data:\n  # A new key.\n  knob: 3\n")
+    _edit(ppo, r"^  # .*\n  seed: .*\n", "")  # data.seed and its comment
+    old_export = _edit(configs / "sft_trainer.yaml", r"(?<=^  export_hf: ).*$", "maybe")
 
-    stale = gen.differences(gen.DOC.read_text(), gen.render(configs))
+    stale = gen.differences(doc, gen.render(configs))
 
     ppo_title = "PPO / GRPO: `python -m verl_lite.main_ppo`"
     sft_title = "Supervised fine-tuning: `python -m verl_lite.main_sft`"
     assert stale == [
         f"data.knob ({ppo_title}) is in the yaml but not in the doc",
-        f"actor_rollout_ref.actor.clip_ratio_c ({ppo_title}) is in the doc but not in the yaml",
-        f"data.train_batch_size ({ppo_title}) has default 16 in the doc but 32 in the yaml",
-        f"trainer.export_hf ({sft_title}) has default true in the doc but false in the yaml",
+        f"data.seed ({ppo_title}) is in the doc but not in the yaml",
+        f"data.train_batch_size ({ppo_title}) has default {old_batch} in the doc but 12345 in the yaml",
+        f"trainer.export_hf ({sft_title}) has default {old_export} in the doc but maybe in the yaml",
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,12 @@ TESTED_ELSEWHERE = {"data_preprocess/gsm8k.py": "tests/data/test_gsm8k_preproces
 def test_every_example_file_is_exercised_by_a_test():
     files = {str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.py")}
     assert files == set(SCRIPTS) | set(EXTENSIONS) | set(TESTED_ELSEWHERE)
+
+
+def test_example_paths_named_in_the_docs_exist():
+    text = "".join(path.read_text() for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+    named = set(re.findall(r"(?<![\w/])examples/[\w/]+\.py", text))
+    assert named and not [path for path in named if not (ROOT / path).exists()]
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
