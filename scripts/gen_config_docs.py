@@ -121,7 +121,10 @@ def parse_yaml(text: str, source: str, prefix: str = "") -> tuple[str, list[Sect
             stack.pop()
             shared = ""
         key, _, value = stripped.partition(":")
+        value, _, trailing = value.partition(" #")  # `key: value  # comment` counts as its comment
         value = value.strip()
+        if trailing.strip():
+            pending.append(trailing.strip())
         parents = [name for _, name in stack]
         path = ".".join([p for p in (prefix, *parents) if p] + [key])
         comment = " ".join(pending)
