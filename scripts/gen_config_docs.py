@@ -147,7 +147,8 @@ def parse_yaml(text: str, source: str, prefix: str = "") -> tuple[str, list[Sect
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Escape what markdown would read as a column break or an HTML tag (``<step>``)."""
+    return re.sub(r"<(?=[A-Za-z/])", r"\\<", text.replace("|", "\\|"))
 
 
 def render_sections(sections: list[Section], level: str = "###") -> list[str]:
