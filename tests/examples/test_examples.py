@@ -9,10 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import ray
-from hydra import compose, initialize_config_dir
-
-from verl_lite.main_ppo import load_config, run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -50,7 +46,10 @@ def test_example_script_runs_its_self_check(script):
 
 
 def test_extension_examples_train_through_main_ppo(tmp_path):
-    """One 2-step run that uses the custom loss, estimator, rollout backend, trainer mode and reward."""
+    """One 2-step run that uses the custom loss, estimator, rollout backend, trainer mode and reward.
+
+    It runs the command line in a child process, so the example registrations stay out of this one.
+    """
     rollout_log = tmp_path / "rollout.jsonl"
     bonus = 10.0
     overrides = [
@@ -63,6 +62,7 @@ def test_extension_examples_train_through_main_ppo(tmp_path):
         "trainer.test_freq=-1",
         "trainer.logger=[jsonl]",
         f"trainer.run_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
         "ray_kwargs.ray_init.num_cpus=8",
         f"+ray_kwargs.ray_init.runtime_env.env_vars.PLAIN_ROLLOUT_LOG={rollout_log}",
         "trainer.extensions=[{}]".format(",".join(str(EXAMPLES / name) for name in EXTENSIONS)),
@@ -73,10 +73,16 @@ def test_extension_examples_train_through_main_ppo(tmp_path):
         f"reward.custom_reward_function.path={EXAMPLES / 'custom_reward.py'}",
         f"+reward.reward_kwargs.length_bonus={bonus}",
     ]
-    if ray.is_initialized():
-        ray.shutdown()
-    with initialize_config_dir(config_dir=str(ROOT / "verl_lite" / "configs"), version_base=None):
-        history = run(load_config(compose("ppo_trainer", overrides=overrides)))
+    result = subprocess.run(
+        [sys.executable, "-m", "verl_lite.main_ppo", *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = (tmp_path / "grpo_tiny" / "metrics.jsonl").read_text().splitlines()
+    history = [json.loads(line) for line in metrics]
 
     assert [h["step"] for h in history] == [1, 2]
     first, second = history
