@@ -46,3 +46,32 @@ def compute_group_median_advantage(
         advantages[rows] = group - group.median()
     advantages = advantages.unsqueeze(-1) * response_mask
     return advantages, advantages
+
+
+def main() -> None:
+    """Check both functions on hand-made numbers."""
+    # Two prompts, three samples each; the score sits on the last response token.
+    scores = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+    response_mask = torch.ones(6, 2)
+    rewards = torch.zeros(6, 2)
+    rewards[:, -1] = scores
+    advantages, _ = compute_group_median_advantage(rewards, response_mask, ["a", "a", "a", "b", "b", "b"])
+    # group a: median(1, 0, 0) = 0 -> 1, 0, 0; group b: median(1, 1, 0) = 1 -> 0, 0, -1
+    assert advantages[:, 0].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0, -1.0], advantages
+    # Unchanged policy: ratio 1, smooth ratio 1, loss = -mean(A) over 12 tokens = -(2 * 1 + 2 * -1) / 12 = 0.
+    log_prob = torch.full((6, 2), -1.0)
+    loss, metrics = compute_policy_loss_tanh_clipped(log_prob, log_prob, advantages, response_mask)
+    assert loss.item() == 0.0 and metrics["pg_clipfrac"].item() == 0.0
+    # A ratio of e (far outside the clip range) is bounded by 1 + 0.2 * tanh((e - 1) / 0.2) ~ 1.2.
+    loss, metrics = compute_policy_loss_tanh_clipped(log_prob, log_prob + 1, torch.ones(6, 2), response_mask)
+    assert abs(loss.item() + 1.2) < 1e-3 and metrics["pg_clipfrac"].item() == 1.0
+    print(
+        "group_median advantages:",
+        advantages[:, 0].tolist(),
+        "| tanh_clipped loss at ratio e:",
+        round(loss.item(), 4),
+    )
+
+
+if __name__ == "__main__":
+    main()

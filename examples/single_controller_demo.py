@@ -33,7 +33,8 @@ class Scaler(Worker):
 
 
 def main() -> None:
-    ray.init(num_cpus=4, include_dashboard=False, object_store_memory=256 * 1024**2)
+    # "local" starts a fresh Ray even when a `ray start` cluster runs on this machine
+    ray.init(address="local", num_cpus=4, include_dashboard=False, object_store_memory=256 * 1024**2)
     try:
         pool = RayResourcePool(process_on_nodes=[3])
         group = RayWorkerGroup(pool, RayClassWithInitArgs(Scaler, factor=2.0))
