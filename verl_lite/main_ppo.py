@@ -14,11 +14,11 @@ from omegaconf import DictConfig
 def load_config(cfg: DictConfig):
     """Typed, defaults-resolved and validated config from Hydra's ``cfg``."""
     from verl_lite.trainer.config import PPOConfig
-    from verl_lite.trainer.validation import resolve_embedded_defaults, validate_config
+    from verl_lite.trainer.validation import resolve_embedded_defaults, resolve_local_paths, validate_config
     from verl_lite.utils.config import from_config
     from verl_lite.utils.extensions import load_extensions
 
-    config = resolve_embedded_defaults(from_config(PPOConfig, cfg))
+    config = resolve_local_paths(resolve_embedded_defaults(from_config(PPOConfig, cfg)))
     load_extensions(config.trainer.extensions)
     validate_config(config)
     return config

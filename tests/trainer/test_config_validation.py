@@ -90,3 +90,14 @@ def test_bad_config_is_rejected_with_a_clear_sentence_before_ray_starts(override
         load(*overrides)
     assert message in str(info.value)
     assert not ray.is_initialized()
+
+
+def test_user_files_become_absolute_for_remote_processes(monkeypatch, tmp_path):
+    (tmp_path / "ext.py").write_text("")
+    (tmp_path / "reward.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    config = load("trainer.extensions=[ext.py]", "reward.custom_reward_function.path=reward.py")
+    assert config.trainer.extensions == [str(tmp_path / "ext.py")]
+    assert config.reward.custom_reward_function.path == str(tmp_path / "reward.py")

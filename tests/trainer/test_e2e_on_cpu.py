@@ -72,19 +72,6 @@ def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path):
     assert sum(h["rollout_failure/evicted"] for h in history) > 0
 
 
-def test_custom_registered_policy_loss_and_estimator_selected_by_override(tmp_path):
-    example = os.path.join(os.path.dirname(CONFIG_DIR), "..", "examples", "custom_loss_and_estimator.py")
-    history = train(
-        tmp_path,
-        "trainer.total_training_steps=2",
-        f"trainer.extensions=[{os.path.abspath(example)}]",
-        "actor_rollout_ref.actor.policy_loss=tanh_clipped",
-        "algorithm.adv_estimator=group_median",
-    )
-    assert [h["step"] for h in history] == [1, 2]
-    assert all(h["actor/tanh_clipped_used"] == 1.0 for h in history)
-
-
 def test_two_node_cluster_runs_actor_dp2_across_nodes(tmp_path):
     from ray.cluster_utils import Cluster
 

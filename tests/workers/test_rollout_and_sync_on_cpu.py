@@ -27,6 +27,17 @@ def test_hf_rollout_masks_eos_terminated_and_length_capped_samples(tiny_model_di
         assert g.log_probs.shape == g.response_ids.shape and bool((g.log_probs <= 0).all())
 
 
+def test_hf_greedy_with_several_samples_returns_n_identical_copies(tiny_model_dir):
+    rollout = HFRollout(tiny_model_dir, RolloutConfig(micro_batch_size=64), eos_token_id=1, pad_token_id=0)
+    greedy = SamplingConfig(n=3, do_sample=False, temperature=0.0)
+    gens = rollout.generate([torch.tensor(p) for p in PROMPTS], greedy, max_tokens=6)
+    assert [(g.prompt_index, g.sample_index) for g in gens[:4]] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    single = rollout.generate([torch.tensor(p) for p in PROMPTS], SamplingConfig(n=1, do_sample=False), 6)
+    for g in gens:
+        assert torch.equal(g.response_ids, single[g.prompt_index].response_ids)
+        assert torch.equal(g.log_probs, single[g.prompt_index].log_probs)
+
+
 def test_compute_log_prob_equals_full_forward_log_softmax_gather(tiny_model_dir, kv_store):
     group = make_group(tiny_model_dir, 2, name="lp")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -33,6 +34,18 @@ def resolve_embedded_defaults(config: PPOConfig) -> PPOConfig:
     for optim in (config.actor_rollout_ref.actor.optim, config.critic.critic.optim):
         if optim.total_training_steps <= 1 and config.trainer.total_training_steps:
             optim.total_training_steps = config.trainer.total_training_steps
+    return config
+
+
+def resolve_local_paths(config: PPOConfig) -> PPOConfig:
+    """Make user files the remote processes import absolute (they may start in another directory)."""
+    config.trainer.extensions = [
+        os.path.abspath(os.path.expanduser(e)) if e.endswith(".py") else e for e in config.trainer.extensions
+    ]
+    custom = config.reward.custom_reward_function
+    if custom.path:
+        absolute = dataclasses.replace(custom, path=os.path.abspath(os.path.expanduser(custom.path)))
+        config.reward = dataclasses.replace(config.reward, custom_reward_function=absolute)
     return config
 
 

@@ -57,7 +57,8 @@ class HFRollout(RolloutBackend):
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
             max_new_tokens=max_tokens,
-            num_return_sequences=sampling.n,
+            # greedy samples of one prompt are identical: decode once, copy below
+            num_return_sequences=1 if greedy else sampling.n,
             eos_token_id=self.eos_token_ids,
             pad_token_id=self.pad_token_id,
             return_dict_in_generate=True,
@@ -68,6 +69,11 @@ class HFRollout(RolloutBackend):
         logits = torch.stack(out.logits, dim=1).float().cpu()  # (rows, new_tokens, vocab), raw logits
         temperature = 1.0 if greedy else sampling.temperature
         log_probs = log_probs_of(logits, tokens, temperature)
+        if greedy and sampling.n > 1:
+            tokens, log_probs = (
+                tokens.repeat_interleave(sampling.n, 0),
+                log_probs.repeat_interleave(sampling.n, 0),
+            )
         generations = []
         for row in range(tokens.shape[0]):
             length, reason = self._response_length(tokens[row], max_tokens)
