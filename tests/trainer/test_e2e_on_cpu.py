@@ -96,3 +96,16 @@ def test_two_node_cluster_runs_actor_dp2_across_nodes(tmp_path):
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+def test_val_only_validates_once_and_trains_nothing(tmp_path):
+    import pandas as pd
+
+    from verl_lite.trainer.validation import EMBEDDED_DATA
+
+    val = tmp_path / "val8.parquet"
+    pd.read_parquet(os.path.join(EMBEDDED_DATA, "val.parquet")).head(8).to_parquet(val)
+    history = train(tmp_path, "trainer.val_only=true", f"data.val_files={val}")
+    assert len(history) == 1 and history[0]["step"] == 0
+    assert 0.0 <= history[0]["val-core/synthetic_arith/acc/mean@1"] <= 1.0
+    assert not any(key.startswith("actor/") for key in history[0])

@@ -14,7 +14,16 @@ import os
 from typing import Any
 
 # Tag fields copied into each line when present.
-TAG_FIELDS = ("score", "acc", "pred", "prompt_len", "response_len", "finish_reason", "weight_version")
+TAG_FIELDS = (
+    "score",
+    "acc",
+    "pred",
+    "reward_extra",
+    "prompt_len",
+    "response_len",
+    "finish_reason",
+    "weight_version",
+)
 
 
 def generation_rows(

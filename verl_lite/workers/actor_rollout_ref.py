@@ -272,6 +272,8 @@ class ActorRolloutRefWorker(Worker):
                 extra.update(score=result["score"], acc=result["acc"])
                 if result["pred"] is not None:
                     extra["pred"] = str(result["pred"])
+                if result["reward_extra"]:
+                    extra["reward_extra"] = result["reward_extra"]
                 if result.get("error"):
                     status, extra["error"] = "failure", result["error"]
                     group_failed[uid] = result["error"]
@@ -352,8 +354,20 @@ class ActorRolloutRefWorker(Worker):
         for result in self.reward_manager(items):
             score = 0.0 if result.score is None else float(result.score)
             acc = float(result.extra.get("acc", score > 0)) if result.extra else float(score > 0)
+            # other numeric fields of the scorer or manager (e.g. DAPO's overlong) become step metrics
+            numeric = {
+                k: float(v)
+                for k, v in result.extra.items()
+                if k != "acc" and isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
             results.append(
-                {"score": score, "acc": acc, "error": result.error, "pred": result.extra.get("pred")}
+                {
+                    "score": score,
+                    "acc": acc,
+                    "error": result.error,
+                    "pred": result.extra.get("pred"),
+                    "reward_extra": numeric,
+                }
             )
         return results
 

@@ -45,7 +45,8 @@ def mean_of_dicts(entries: Iterable[dict[str, float]]) -> dict[str, float]:
 
 
 def tag_metrics(tags: list[dict], max_response_length: int) -> dict[str, float]:
-    """Accuracy and response-length clip ratio read from trajectory tags (no tensors involved)."""
+    """Accuracy, response-length clip ratio and ``reward_extra/<name>/mean`` (numeric fields the reward
+    function returned besides score and acc) read from trajectory tags (no tensors involved)."""
     if not tags:
         return {}
     lengths = [t.get("response_len", 0) for t in tags]
@@ -53,6 +54,12 @@ def tag_metrics(tags: list[dict], max_response_length: int) -> dict[str, float]:
     accs = [t["acc"] for t in tags if "acc" in t]
     if accs:
         out["critic/acc/mean"] = sum(accs) / len(accs)
+    extras: dict[str, list[float]] = defaultdict(list)
+    for tag in tags:
+        for name, value in tag.get("reward_extra", {}).items():
+            extras[name].append(value)
+    for name, values in extras.items():
+        out[f"reward_extra/{name}/mean"] = sum(values) / len(values)
     return out
 
 

@@ -1,8 +1,8 @@
-"""Validation accuracy over n samples per prompt: mean@n, best@n and majority-vote maj@n."""
+"""Metrics read from tags: validation mean@n, best@n, majority-vote maj@n; training accuracy and extras."""
 
 import pytest
 
-from verl_lite.trainer.ppo.metrics import validation_metrics
+from verl_lite.trainer.ppo.metrics import tag_metrics, validation_metrics
 
 
 def tag(uid, acc, pred, source="arith"):
@@ -48,3 +48,17 @@ def test_sources_are_separate_and_maj_needs_predictions():
     assert "val-core/x/acc/maj@2" not in out
     assert out["val-core/y/acc/maj@2"] == 1.0
     assert set(validation_metrics(tags[:2], 1)) == {"val-core/x/acc/mean@1"}
+
+
+def test_training_tags_give_accuracy_clip_ratio_and_reward_extras():
+    tags = [
+        {"acc": 1.0, "response_len": 16, "reward_extra": {"overlong": 1.0, "overlong_reward": -0.5}},
+        {"acc": 0.0, "response_len": 3, "reward_extra": {"overlong": 0.0, "overlong_reward": 0.0}},
+    ]
+    out = tag_metrics(tags, max_response_length=16)
+    assert out == {
+        "response_length/clip_ratio": 0.5,
+        "critic/acc/mean": 0.5,
+        "reward_extra/overlong/mean": 0.5,
+        "reward_extra/overlong_reward/mean": -0.25,
+    }
