@@ -194,7 +194,14 @@ def _reward_model_problems(config: PPOConfig) -> list[str]:
             "(no config.json); point it at main_rm's export (trainer.default_local_dir/hf)."
         ]
     with open(config_json) as f:
-        labels = len(json.load(f).get("id2label") or {"0": ""})
+        hf_config = json.load(f)
+    architectures = hf_config.get("architectures") or []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        return [
+            f"reward.reward_model.model.path={rm.model.path!r} holds a {architectures[0]}, not a sequence "
+            "classifier; train one with python -m verl_lite.main_rm and use its export."
+        ]
+    labels = len(hf_config.get("id2label") or {"0": ""})
     if labels != 1:
         return [
             f"reward.reward_model.model.path={rm.model.path!r} is a classifier with {labels} labels; a reward "
