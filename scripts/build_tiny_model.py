@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
 
     shutil.rmtree(args.model_dir, ignore_errors=True)
     shutil.copytree(Path(args.work_dir).resolve() / "sft" / "hf", args.model_dir)
+    # The export re-saves the tokenizer as AutoTokenizer loaded it (Qwen2Tokenizer for a qwen2 folder,
+    # which breaks round trips); ship the tokenizer built here instead.
+    save_tokenizer(tokenizer, args.model_dir)
     size = sum(f.stat().st_size for f in Path(args.model_dir).iterdir())
     print(f"saved {args.model_dir} ({size / 1e6:.2f} MB)")
     evaluate(args)
