@@ -1,25 +1,26 @@
-"""Build verl_lite's embedded default model: synthetic data, a tokenizer, a tiny Qwen2 and a short SFT.
+"""Build verl_lite's embedded default model: synthetic data, a tokenizer, a tiny Qwen2, then SFT by main_sft.
 
 Writes ``verl_lite/assets/synthetic/{train,val,sft}.parquet`` and ``verl_lite/assets/tiny_model/``
-(safetensors weights, ``config.json``, generation config and tokenizer files). Deterministic for a
-given seed and thread count. Run it through ``scripts/build_tiny_model.sh``.
+(safetensors weights, ``config.json``, generation config and tokenizer files). The script prepares
+the randomly initialised model and its tokenizer in ``--work_dir/init``; the training itself is
+``python -m verl_lite.main_sft`` with the overrides in :func:`sft_overrides`, whose Hugging Face
+export becomes the shipped model. Run it through ``scripts/build_tiny_model.sh``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from verl_lite.data.sft_dataset import SFTDataset, collate_sft
 from verl_lite.data.synthetic import SFT_DIRECT_FRACTION, ArithmeticSpec, write_parquet
 from verl_lite.data.task_eval import evaluate_accuracy
 from verl_lite.data.tokenizer import build_tokenizer, save_tokenizer
@@ -47,10 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
     p.add_argument("--warmup_steps", type=int, default=30)
     p.add_argument("--max_length", type=int, default=128, help="longest SFT row in tokens")
+    p.add_argument("--val_ratio", type=float, default=0.02, help="SFT rows held out for main_sft's val loss")
+    p.add_argument("--n_workers", type=int, default=1, help="main_sft data-parallel workers")
     p.add_argument(
-        "--eval_every", type=int, default=0, help="print val greedy accuracy every N steps (0: off)"
+        "--work_dir", default="outputs/build_tiny_model", help="initial model, SFT run, checkpoints"
     )
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads of the final evaluation")
     return p.parse_args(argv)
 
 
@@ -75,80 +78,84 @@ def build_model(
     return Qwen2ForCausalLM(config)
 
 
-def lr_at(step: int, total: int, warmup: int, peak: float) -> float:
-    """Linear warmup to ``peak``, then cosine decay to 10% of it."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+def sft_overrides(args: argparse.Namespace, init_dir: Path, sft_parquet: str) -> list[str]:
+    """The ``main_sft`` Hydra overrides that train the shipped model (on top of configs/sft_trainer.yaml)."""
+    work = Path(args.work_dir).resolve()
+    return [
+        f"model.path={init_dir}",
+        f"data.train_files={sft_parquet}",
+        f"data.val_ratio={args.val_ratio}",
+        f"data.max_length={args.max_length}",
+        f"data.train_batch_size={args.batch_size}",
+        f"data.micro_batch_size_per_gpu={args.batch_size // args.n_workers}",
+        f"data.seed={args.seed}",
+        f"optim.lr={args.lr}",
+        "optim.betas=[0.9,0.95]",
+        "optim.weight_decay=0.01",
+        "optim.grad_clip=1.0",
+        "optim.lr_scheduler=cosine",
+        f"optim.warmup_steps={args.warmup_steps}",
+        "optim.min_lr_ratio=0.1",
+        f"engine.seed={args.seed}",
+        f"trainer.total_training_steps={args.sft_steps}",
+        f"trainer.n_gpus_per_node={args.n_workers}",
+        "trainer.test_freq=100",
+        "trainer.logger=[console,jsonl]",
+        "trainer.experiment_name=tiny_model_sft",
+        f"trainer.default_local_dir={work / 'sft'}",
+        f"trainer.run_dir={work / 'runs'}",
+        "trainer.export_hf=true",
+    ]
 
 
-def train_sft(
-    model: Qwen2ForCausalLM,
-    dataset: SFTDataset,
-    tokenizer: PreTrainedTokenizerFast,
-    args: argparse.Namespace,
-    val_rows: list[dict],
-) -> None:
-    """AdamW with warmup + cosine and gradient clipping on the chat rows, cycling over the data."""
-    pad_id = tokenizer.pad_token_id
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    generator = torch.Generator().manual_seed(args.seed)
-    loader = DataLoader(
-        dataset,
-        args.batch_size,
-        shuffle=True,
-        generator=generator,
-        collate_fn=lambda b: collate_sft(b, pad_id),
-    )
-    batches = iter(loader)
-    model.train()
-    for step in range(args.sft_steps):
-        try:
-            batch = next(batches)
-        except StopIteration:
-            batches = iter(loader)
-            batch = next(batches)
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, args.sft_steps, args.warmup_steps, args.lr)
-        loss = model(**batch).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step % 50 == 0 or step == args.sft_steps - 1:
-            print(f"sft step {step:4d}  loss {loss.item():.4f}", flush=True)
-        if args.eval_every and (step + 1) % args.eval_every == 0:
-            acc = evaluate_accuracy(model, tokenizer, val_rows, max_new_tokens=48)
-            print(f"sft step {step + 1:4d}  val greedy accuracy {acc:.3f}", flush=True)
+def save_initial_model(tokenizer, args: argparse.Namespace, init_dir: Path) -> Qwen2ForCausalLM:
+    """The random model with its tokenizer and generation config, as a folder main_sft can load."""
+    model = build_model(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, args)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    shutil.rmtree(init_dir, ignore_errors=True)
+    model.save_pretrained(init_dir)
+    save_tokenizer(tokenizer, init_dir)
+    return model
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Generate data, build the tokenizer, train and save the tiny model."""
+    """Generate data, build the tokenizer and initial model, train with main_sft, save and evaluate."""
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
     sizes = {"val": args.n_val, "train": args.n_train, "sft": args.n_sft}
     paths = write_parquet(args.data_dir, sizes, args.seed, ArithmeticSpec(), args.sft_direct_fraction)
     sft_rows = pd.read_parquet(paths["sft"]).to_dict("records")
-    val_rows = pd.read_parquet(paths["val"]).to_dict("records")
-    corpus = [m["content"] for row in sft_rows for m in row["messages"]]
-    tokenizer = build_tokenizer(corpus)
-    dataset = SFTDataset(sft_rows, tokenizer, args.max_length)
-    print(f"tokenizer: {len(tokenizer)} tokens; sft rows: {len(dataset)} ({dataset.num_truncated} truncated)")
+    tokenizer = build_tokenizer([m["content"] for row in sft_rows for m in row["messages"]])
+    init_dir = Path(args.work_dir).resolve() / "init"
+    model = save_initial_model(tokenizer, args, init_dir)
+    print(
+        f"tokenizer: {len(tokenizer)} tokens; model: {sum(p.numel() for p in model.parameters()):,} parameters"
+    )
 
-    model = build_model(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, args)
-    print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
+    command = [sys.executable, "-m", "verl_lite.main_sft", *sft_overrides(args, init_dir, paths["sft"])]
+    print("training:", " ".join(command), flush=True)
     start = time.perf_counter()
-    train_sft(model, dataset, tokenizer, args, val_rows)
+    subprocess.run(command, check=True)
     print(f"sft wall time: {time.perf_counter() - start:.1f} s")
 
     shutil.rmtree(args.model_dir, ignore_errors=True)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(args.model_dir)
+    shutil.copytree(Path(args.work_dir).resolve() / "sft" / "hf", args.model_dir)
+    # The export re-saves the tokenizer as AutoTokenizer loaded it (Qwen2Tokenizer for a qwen2 folder,
+    # which breaks round trips); ship the tokenizer built here instead.
     save_tokenizer(tokenizer, args.model_dir)
     size = sum(f.stat().st_size for f in Path(args.model_dir).iterdir())
     print(f"saved {args.model_dir} ({size / 1e6:.2f} MB)")
+    evaluate(args)
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    """Greedy and sampled (n=8, temperature 1) accuracy of the saved model on the val split."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(args.threads)
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    model = AutoModelForCausalLM.from_pretrained(args.model_dir)
+    val_rows = pd.read_parquet(Path(args.data_dir) / "val.parquet").to_dict("records")
     greedy = evaluate_accuracy(model, tokenizer, val_rows, max_new_tokens=48)
     torch.manual_seed(args.seed)
     sampled = evaluate_accuracy(model, tokenizer, val_rows, max_new_tokens=48, n=8, temperature=1.0)

@@ -15,7 +15,8 @@ def test_defaults_mirror_the_yaml_group():
         1.0,
     )
     assert (cfg.processors.scale, cfg.processors.clip_min, cfg.processors.clip_max) == (1.0, None, None)
-    assert (cfg.reward_model.enable, cfg.reward_model.path, cfg.reward_kwargs) == (False, None, {})
+    assert (cfg.reward_model.enable, cfg.reward_model.model.path, cfg.reward_kwargs) == (False, None, {})
+    assert (cfg.reward_model.combine, cfg.reward_model.micro_batch_size_per_gpu) == ("replace", 64)
 
 
 def test_from_any_accepts_omegaconf_and_rejects_unknown_keys():
@@ -35,7 +36,9 @@ def test_from_any_accepts_omegaconf_and_rejects_unknown_keys():
         ({"overlong_buffer": {"enable": True}}, "overlong_buffer.len"),
         ({"overlong_buffer": {"penalty_factor": -1.0}}, "penalty_factor"),
         ({"processors": {"clip_min": 1.0, "clip_max": 0.0}}, "clip_min"),
-        ({"reward_model": {"enable": True}}, "reward_model.path"),
+        ({"reward_model": {"enable": True}}, "reward_model.model.path"),
+        ({"reward_model": {"combine": "mean"}}, "reward_model.combine"),
+        ({"reward_model": {"micro_batch_size_per_gpu": 0}}, "micro_batch_size_per_gpu"),
         ({"custom_reward_function": {"name": "not a name"}}, "custom_reward_function.name"),
     ],
 )

@@ -188,3 +188,17 @@ def test_registry_lists_builtin_managers_and_accepts_new_ones():
     assert get_reward_manager_cls("test_constant") is ConstantManager
     config = RewardConfig.from_any({"processors": {"scale": 0.5}})
     assert ConstantManager(config)([item()])[0].score == 1.0
+
+
+def test_model_scores_replace_the_rule_scores_by_default():
+    manager = NaiveRewardManager({"processors": {"scale": 2.0}})
+    # replace (verl's behaviour): 2 * rm score; the rule scores are ignored
+    assert manager.combine_model_scores([1.0, 0.0], [0.5, -1.5]) == [1.0, -3.0]
+
+
+def test_model_scores_add_to_the_rule_scores():
+    manager = NaiveRewardManager({"reward_model": {"combine": "add"}, "processors": {"clip_max": 1.0}})
+    # add: rule + clip(rm, max 1): 1 + 0.5, 0 + 1
+    assert manager.combine_model_scores([1.0, 0.0], [0.5, 3.0]) == [1.5, 1.0]
+    with pytest.raises(ValueError, match="combine=add needs one rule-based score per response"):
+        manager.combine_model_scores(None, [0.5])

@@ -9,7 +9,8 @@ read-only afterwards. The yaml equivalent of the defaults::
       custom_reward_function: {path: null, name: compute_score}
       overlong_buffer: {enable: false, len: 0, penalty_factor: 1.0}
       processors: {scale: 1.0, clip_min: null, clip_max: null}
-      reward_model: {enable: false, path: null}
+      reward_model: {enable: false, combine: replace, micro_batch_size_per_gpu: 64,
+                     model: {path: null, trust_remote_code: false}}
       reward_kwargs: {}
 """
 
@@ -25,7 +26,9 @@ __all__ = [
     "CustomRewardFunctionConfig",
     "OverlongBufferConfig",
     "RewardConfig",
+    "RM_COMBINE_MODES",
     "RewardModelConfig",
+    "RewardModelWeightsConfig",
     "RewardProcessorsConfig",
 ]
 
@@ -92,18 +95,48 @@ class RewardProcessorsConfig:
             )
 
 
+# How a reward model's score meets the rule-based score: replace (verl's behaviour: the model's score
+# only) or add (rule score + model score).
+RM_COMBINE_MODES = ("replace", "add")
+
+
+@dataclass(frozen=True)
+class RewardModelWeightsConfig:
+    """Where the learned reward model comes from."""
+
+    # AutoModelForSequenceClassification folder (num_labels=1), e.g. main_rm's export; required when enabled.
+    path: str | None = None
+    # Pass trust_remote_code to transformers.
+    trust_remote_code: bool = False
+
+
 @dataclass(frozen=True)
 class RewardModelConfig:
-    """A model-based reward (run by a reward-model worker, not by the rule-based managers here)."""
+    """A learned reward model, run by the ``RewardModel`` role (``verl_lite.workers.reward_model``)."""
 
-    # Score responses with a reward model.
+    # Score every training response with the reward model (its worker writes the ``rm_scores`` field).
     enable: bool = False
-    # Hugging Face folder of the reward model (required when enabled).
-    path: str | None = None
+    # replace: reward = model score (verl's behaviour); add: reward = rule-based score + model score.
+    combine: str = "replace"
+    # Sequences per reward-model forward on one worker.
+    micro_batch_size_per_gpu: int = 64
+    # The model folder.
+    model: RewardModelWeightsConfig = field(default_factory=RewardModelWeightsConfig)
 
     def __post_init__(self) -> None:
-        if self.enable and not self.path:
-            raise ValueError("reward.reward_model.path is empty with enable=true; give the model folder.")
+        if self.enable and not self.model.path:
+            raise ValueError(
+                "reward.reward_model.model.path is empty with enable=true; give the reward model's folder."
+            )
+        if self.combine not in RM_COMBINE_MODES:
+            raise ValueError(
+                f"reward.reward_model.combine={self.combine!r} is invalid; use one of {', '.join(RM_COMBINE_MODES)}."
+            )
+        if not isinstance(self.micro_batch_size_per_gpu, int) or self.micro_batch_size_per_gpu < 1:
+            raise ValueError(
+                f"reward.reward_model.micro_batch_size_per_gpu={self.micro_batch_size_per_gpu!r} is invalid; "
+                "use a positive integer."
+            )
 
 
 @dataclass(frozen=True)
@@ -118,7 +151,7 @@ class RewardConfig:
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
     # Scale and clip applied to every final score.
     processors: RewardProcessorsConfig = field(default_factory=RewardProcessorsConfig)
-    # Model-based reward (handled outside the rule-based managers).
+    # Learned reward model (scored by the RewardModel role, combined by the reward manager).
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     # Extra keyword arguments for the scoring function (e.g. {method: flexible} for GSM8K).
     reward_kwargs: dict[str, Any] = field(default_factory=dict)

@@ -10,18 +10,23 @@ from verl_lite.trainer.config import PPOConfig
 
 
 def build_resource_manager(config: PPOConfig):
-    """One pool for the policy roles (critic colocated in the same processes when used)."""
+    """One pool for the policy roles (critic and reward model colocated in the same processes when used)."""
     from verl_lite.single_controller.ray import ResourcePoolManager, Role
 
     spec = {"global_pool": [config.trainer.n_gpus_per_node] * config.trainer.nnodes}
     mapping = {Role.ActorRolloutRef: "global_pool"}
     if config.use_critic:
         mapping[Role.Critic] = "global_pool"
+    if config.reward.reward_model.enable:
+        mapping[Role.RewardModel] = "global_pool"
     return ResourcePoolManager(resource_pool_spec=spec, mapping=mapping)
 
 
 def build_worker_groups(config: PPOConfig, pool):
-    """The policy worker (actor + rollout [+ ref]) and, for gae, the critic, in one process per slot."""
+    """The policy worker (actor + rollout [+ ref]), plus the critic (gae) and reward model when used.
+
+    All roles share one process per slot (colocated), so the reward model needs no extra devices.
+    """
     from verl_lite.single_controller.ray import (
         RayClassWithInitArgs,
         RayWorkerGroup,
@@ -30,21 +35,32 @@ def build_worker_groups(config: PPOConfig, pool):
     from verl_lite.trainer.ppo.trainer_base import WorkerGroups
     from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
     from verl_lite.workers.critic import CriticWorker
+    from verl_lite.workers.reward_model import RewardModelWorker
 
     role = "actor_rollout_ref" if config.use_reference else "actor_rollout"
     policy = RayClassWithInitArgs(
         ActorRolloutRefWorker, config=config.actor_rollout_ref, role=role, reward_config=config.reward
     )
-    if not config.use_critic:
+    roles = {"policy": policy}
+    if config.use_critic:
+        roles["critic"] = RayClassWithInitArgs(CriticWorker, config=config.critic)
+    if config.reward.reward_model.enable:
+        roles["rm"] = RayClassWithInitArgs(
+            RewardModelWorker,
+            config=config.reward,
+            policy_tokenizer_path=config.model.tokenizer_path or config.model.path,
+        )
+    if len(roles) == 1:
         group = RayWorkerGroup(pool, policy, name_prefix="policy")
         group.init_model()
         return WorkerGroups(actor_rollout=group)
-    critic = RayClassWithInitArgs(CriticWorker, config=config.critic)
-    colocated = RayWorkerGroup(pool, create_colocated_worker_cls({"policy": policy, "critic": critic}))
-    groups = colocated.spawn({"policy", "critic"})
-    groups["policy"].init_model()
-    groups["critic"].init_model()
-    return WorkerGroups(actor_rollout=groups["policy"], critic=groups["critic"])
+    colocated = RayWorkerGroup(pool, create_colocated_worker_cls(roles))
+    groups = colocated.spawn(set(roles))
+    for name in roles:
+        groups[name].init_model()
+    return WorkerGroups(
+        actor_rollout=groups["policy"], critic=groups.get("critic"), reward_model=groups.get("rm")
+    )
 
 
 def build_dataset(config: PPOConfig, tokenizer, split: str):
@@ -119,7 +135,9 @@ class TaskRunner:
         finally:
             if groups is not None:
                 for group in {
-                    id(g): g for g in (groups.actor_rollout, groups.critic) if g is not None
+                    id(g): g
+                    for g in (groups.actor_rollout, groups.critic, groups.reward_model)
+                    if g is not None
                 }.values():
                     group.kill()
             if manager is not None:

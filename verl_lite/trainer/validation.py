@@ -57,6 +57,7 @@ def validate_config(config: PPOConfig) -> None:
         *_file_problems(config),
         *_algorithm_problems(config),
         *_checkpoint_problems(config),
+        *_reward_model_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -209,6 +210,34 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
     if config.data.truncation not in ("error", "left", "right"):
         out.append(f"data.truncation={config.data.truncation!r} must be one of error, left, right.")
     return out
+
+
+def _reward_model_problems(config: PPOConfig) -> list[str]:
+    """The reward model must be a one-label sequence classifier folder (what main_rm exports)."""
+    rm = config.reward.reward_model
+    if not rm.enable:
+        return []
+    config_json = os.path.join(os.path.expanduser(rm.model.path), "config.json")
+    if not os.path.exists(config_json):
+        return [
+            f"reward.reward_model.model.path={rm.model.path!r} is not a folder with a Hugging Face model "
+            "(no config.json); point it at main_rm's export (trainer.default_local_dir/hf)."
+        ]
+    with open(config_json) as f:
+        hf_config = json.load(f)
+    architectures = hf_config.get("architectures") or []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        return [
+            f"reward.reward_model.model.path={rm.model.path!r} holds a {architectures[0]}, not a sequence "
+            "classifier; train one with python -m verl_lite.main_rm and use its export."
+        ]
+    labels = len(hf_config.get("id2label") or {"0": ""})
+    if labels != 1:
+        return [
+            f"reward.reward_model.model.path={rm.model.path!r} is a classifier with {labels} labels; a reward "
+            "model needs num_labels=1 (one scalar score)."
+        ]
+    return []
 
 
 def _data_source_problems(config: PPOConfig) -> list[str]:

@@ -129,6 +129,28 @@ class RewardManager:
         """Raw results (before processors), one per item. Subclasses implement this."""
         raise NotImplementedError
 
+    def combine_model_scores(self, rule_scores: list[float] | None, rm_scores: list[float]) -> list[float]:
+        """Final scores when a learned reward model scored the responses too (``reward.reward_model``).
+
+        As in verl, whose managers return ``rm_scores`` whenever the batch holds them, ``combine=replace``
+        makes the model's score the reward; ``combine=add`` adds it to the rule-based score. The rule
+        scores arrive already processed (the rollout scored them); ``reward.processors`` are applied to
+        the model's scores here. Subclasses may override this to mix the two differently.
+
+        Args:
+            rule_scores: one processed rule-based score per response, or None when none were computed.
+            rm_scores: one raw reward-model score per response.
+        """
+        model = [self._process(float(s)) for s in rm_scores]
+        if self.config.reward_model.combine == "replace":
+            return model
+        if rule_scores is None or len(rule_scores) != len(model):
+            raise ValueError(
+                "reward.reward_model.combine=add needs one rule-based score per response, got "
+                f"{'none' if rule_scores is None else len(rule_scores)} for {len(model)} responses."
+            )
+        return [float(r) + m for r, m in zip(rule_scores, model)]
+
     def error_result(self, exc: BaseException, data_source: str = "") -> RewardResult:
         """A result carrying ``exc`` as ``"{ExcType}: {message}"``; the first sighting of a message is logged."""
         message = f"{type(exc).__name__}: {exc}"

@@ -32,6 +32,7 @@ from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
 from verl_lite.workers.actor_rollout_ref import TRAJECTORY_FIELDS, reward_seconds, rollout_probs_diff_mean
+from verl_lite.workers.reward_model import rm_score_metrics
 
 TRAINERS: Registry[type] = Registry("trainer mode")
 
@@ -52,6 +53,8 @@ class WorkerGroups:
 
     actor_rollout: Any
     critic: Any = None
+    # the RewardModel role, only with reward.reward_model.enable
+    reward_model: Any = None
 
 
 class PPOTrainer:
@@ -207,9 +210,14 @@ class PPOTrainer:
         )
 
     def score_and_estimate(self, batch: KVBatchMeta) -> dict[str, float]:
-        """Old and reference log-probs, values, then advantages in the workers."""
+        """Reward-model scores, old and reference log-probs, values, then advantages in the workers."""
         cfg, actor = self.config, self.groups.actor_rollout
         metrics: dict[str, float] = {}
+        if self.groups.reward_model is not None:
+            with self.timed("reward"):
+                rm_scored = self.groups.reward_model.compute_rm_score(batch)
+            batch.fields = rm_scored.fields
+            metrics.update(rm_score_metrics(rm_scored))
         with self.timed("old_log_prob"):
             scored = actor.compute_log_prob(batch)
         diff = rollout_probs_diff_mean(scored)

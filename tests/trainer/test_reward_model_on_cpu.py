@@ -1,0 +1,87 @@
+"""A reward model trained by main_rm drives GRPO through the RewardModel role (reward.reward_model.enable)."""
+
+import json
+import math
+import os
+
+import pytest
+import ray
+from hydra import compose, initialize_config_dir
+
+from verl_lite import main_ppo, main_rm
+from verl_lite.trainer.validation import EMBEDDED_MODEL, ConfigError
+
+CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs"))
+
+
+def compose_config(name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        return compose(name, overrides=overrides)
+
+
+@pytest.fixture(scope="module")
+def rm_dir(tmp_path_factory):
+    """A tiny Bradley-Terry reward model on the embedded model, exported by main_rm."""
+    out = tmp_path_factory.mktemp("rm")
+    if ray.is_initialized():
+        ray.shutdown()
+    cfg = compose_config(
+        "rm_trainer",
+        [
+            f"trainer.default_local_dir={out}/ckpt",
+            f"trainer.run_dir={out}/runs",
+            "trainer.logger=[jsonl]",
+            "trainer.total_training_steps=4",
+            "trainer.test_freq=-1",
+            "data.synthetic_pairs=16",
+            "data.val_ratio=0",
+            "data.train_batch_size=4",
+            "data.micro_batch_size_per_gpu=4",
+        ],
+    )
+    main_rm.run(main_rm.load_config(cfg))
+    return str(out / "ckpt" / "hf")
+
+
+def test_grpo_adds_reward_model_scores_to_the_rule_scores(rm_dir, tmp_path):
+    if ray.is_initialized():
+        ray.shutdown()
+    cfg = compose_config(
+        "ppo_trainer",
+        [
+            "data.train_batch_size=4",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.rollout.n=4",
+            "data.max_response_length=24",
+            "trainer.val_before_train=false",
+            "trainer.test_freq=-1",
+            "trainer.logger=[jsonl]",
+            "trainer.total_training_steps=2",
+            f"trainer.run_dir={tmp_path}",
+            "ray_kwargs.ray_init.num_cpus=8",
+            "reward.reward_model.enable=true",
+            "reward.reward_model.combine=add",
+            f"reward.reward_model.model.path={rm_dir}",
+        ],
+    )
+    history = main_ppo.run(main_ppo.load_config(cfg))
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        rm_mean = h["critic/rm_score/mean"]
+        assert math.isfinite(rm_mean) and h["critic/rm_score/min"] < h["critic/rm_score/max"]
+        # add: every final score is rule score (1 when correct, else 0, so its mean is acc) + rm score
+        assert h["critic/score/mean"] == pytest.approx(h["critic/acc/mean"] + rm_mean, abs=1e-5)
+        assert h["critic/score/mean"] != h["critic/acc/mean"]  # the rewards are not the rule-based ones
+        assert h["timing_s/reward"] > 0
+    logged = [
+        json.loads(line) for line in (tmp_path / "grpo_tiny" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert all("critic/rm_score/mean" in entry for entry in logged)
+
+
+def test_a_causal_lm_folder_is_rejected_as_reward_model():
+    cfg = compose_config(
+        "ppo_trainer", ["reward.reward_model.enable=true", f"reward.reward_model.model.path={EMBEDDED_MODEL}"]
+    )
+    with pytest.raises(ConfigError, match="reward.reward_model.model.path=.*not a sequence classifier"):
+        main_ppo.load_config(cfg)
