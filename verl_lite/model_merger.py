@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 import torch
 import torch.distributed.checkpoint as dcp
@@ -48,7 +49,9 @@ def merge_checkpoint(local_dir: str, target_dir: str, part: str = "actor") -> st
     with torch.device("meta"):
         model = model_cls(config)
     state = {name: torch.empty(t.shape, dtype=t.dtype) for name, t in model.state_dict().items()}
-    dcp.load({"model": state}, checkpoint_id=ckpt, no_dist=True)
+    with warnings.catch_warnings():  # single-process loading is the point here, not a mistake
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load({"model": state}, checkpoint_id=ckpt, no_dist=True)
     model.load_state_dict(state, assign=True)
     model.tie_weights()
     os.makedirs(target_dir, exist_ok=True)
