@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden_size", type=int, default=128, help="model width (head_dim is 32)")
     p.add_argument("--num_layers", type=int, default=4)
     p.add_argument("--intermediate_size", type=int, default=512, help="MLP width")
-    p.add_argument("--sft_steps", type=int, default=1000, help="optimizer steps")
+    p.add_argument("--sft_steps", type=int, default=650, help="optimizer steps")
     p.add_argument("--batch_size", type=int, default=64, help="rows per step")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
     p.add_argument("--warmup_steps", type=int, default=30)
