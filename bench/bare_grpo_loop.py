@@ -4,6 +4,8 @@ One step: sample ``n`` responses per prompt with HF ``generate`` -> rewards from
 -> group-normalized advantages -> old log-probs -> PPO-clip loss (token-mean) -> backward -> AdamW.
 Prints val greedy accuracy before, during and after, and seconds per step. The demo's claim rests
 on this: GRPO must raise the SFT model's val greedy accuracy by >= 15 points in ~5 CPU minutes.
+``run_bare_grpo`` is the same loop as a function: bench/e2e_vs_trl.py runs it as the floor that
+frameworks are measured against.
 
     .venv/bin/python bench/bare_grpo_loop.py --max_steps 100 --time_budget_s 300
 """
@@ -117,7 +119,9 @@ class BareGRPOResult:
     cpu_seconds: float = 0.0
 
 
-def grpo_step(model, tokenizer, optimizer, rows: list[dict], n: int, max_new_tokens: int, clip_ratio: float):
+def grpo_step(
+    model, tokenizer, optimizer, rows: list[dict], n: int, max_new_tokens: int, clip_ratio: float
+) -> float:
     """One GRPO step: rollout -> advantages -> old log-probs -> PPO-clip loss -> backward -> AdamW.
 
     Returns:

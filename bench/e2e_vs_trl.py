@@ -278,13 +278,15 @@ def trl_python(venv: Path) -> Path | None:
 
 
 def engine_env(threads: int) -> dict[str, str]:
-    """Environment of every engine subprocess: same thread count; vLLM's model gets all those cores."""
+    """Environment of every engine subprocess: same threads and priority; vLLM's model gets those cores."""
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS=str(threads),
         VLLM_CPU_OMP_THREADS_BIND=os.environ.get("VLLM_CPU_OMP_THREADS_BIND", f"0-{threads - 1}"),
         VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
         RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"),
+        # Ray starts its workers at niceness 15; at 0 they compete for the cores like the other engines
+        RAY_worker_niceness="0",
         HF_HUB_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
         PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")]),
@@ -434,6 +436,7 @@ def main() -> None:
             work_dir=work,
         )
         results = {}
+        load_start = os.getloadavg()[0]
         for engine in engines:
             python = Path(sys.executable)
             if engine == "trl":
@@ -454,7 +457,8 @@ def main() -> None:
     model = f"random Qwen2, {params:.1f}M parameters" if params else "embedded tiny model"
     settings = (
         f"{model}; {s.prompts} prompts × n={s.n}, {s.max_new_tokens} new tokens, lr {s.lr:g}, "
-        f"{s.threads} threads; median of {s.steps} steps after {s.warmup} warm-up steps"
+        f"{s.threads} threads; median of {s.steps} steps after {s.warmup} warm-up steps; "
+        f"1-min load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
     )
     if s.evaluate and "accuracy_before" in results.get("bare", {}):
         settings += f"; val accuracy before training {results['bare']['accuracy_before']:.3f}"
