@@ -43,7 +43,7 @@ bench: install
 	@for script in $(BENCH_SCRIPTS); do echo "== $$script"; \
 		TRL_VENV=$(TRL_VENV) $(PY) $$script --markdown outputs/bench/$$(basename $$script .py).md || exit 1; done
 	@echo "== bench/e2e_vs_trl.py --model 30m"
-	TRL_VENV=$(TRL_VENV) $(PY) bench/e2e_vs_trl.py --model 30m --markdown outputs/bench/e2e_vs_trl_30m.md
+	TRL_VENV=$(TRL_VENV) $(PY) bench/e2e_vs_trl.py --model 30m --threads 2 --markdown outputs/bench/e2e_vs_trl_30m.md
 	$(PY) bench/refresh_docs.py docs/benchmarks.md outputs/bench
 
 lint: install

@@ -3,18 +3,19 @@
 Every engine trains the same model on the same task with the same settings: prompts per step,
 samples per prompt (``rollout.n`` / ``num_generations``), ``max_new_tokens``, learning rate (constant,
 AdamW, no weight decay, grad-norm clip 1), temperature 1, token-mean loss (TRL's ``loss_type="dapo"``),
-one PPO epoch over one mini-batch, no KL, no entropy bonus. Each engine runs in its own subprocess, one
-after the other, with the same number of torch threads (``OMP_NUM_THREADS``; Ray would give a worker
-one thread otherwise). The table gives the median seconds per step after the warm-up steps and the
-validation accuracy (the whole val split, greedy) after the last step.
+one PPO epoch over one mini-batch, no KL, no entropy bonus. Each engine runs in its own subprocess,
+one after the other, with the same number of torch threads (``--threads``, as ``OMP_NUM_THREADS``)
+and the same priority (Ray workers otherwise start at niceness 15). The table gives the median
+seconds per step after the warm-up steps and the validation accuracy (the whole val split, greedy)
+after the last step.
 
 TRL lives in its own virtual environment (``scripts/setup_trl_venv.sh`` creates ``.venv-trl``);
 without it TRL's row says "not installed". With ``--model 30m`` the engines train a random-init Qwen2
 of ~30 M parameters (head_dim 64), where vLLM's CPU build outruns HF ``generate``; accuracy is then
 meaningless and only step time is reported.
 
-    .venv/bin/python bench/e2e_vs_trl.py                       # embedded tiny model, 2 + 10 steps
-    .venv/bin/python bench/e2e_vs_trl.py --model 30m --steps 10
+    .venv/bin/python bench/e2e_vs_trl.py                          # embedded tiny model, 2 + 10 steps
+    .venv/bin/python bench/e2e_vs_trl.py --model 30m --threads 2   # both cores, vLLM bound to both
 """
 
 from __future__ import annotations
@@ -282,7 +283,9 @@ def engine_env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS=str(threads),
-        VLLM_CPU_OMP_THREADS_BIND=os.environ.get("VLLM_CPU_OMP_THREADS_BIND", f"0-{threads - 1}"),
+        VLLM_CPU_OMP_THREADS_BIND=os.environ.get(
+            "VLLM_CPU_OMP_THREADS_BIND", "0" if threads == 1 else f"0-{threads - 1}"
+        ),
         VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
         RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"),
         # Ray starts its workers at niceness 15; at 0 they compete for the cores like the other engines
@@ -306,7 +309,6 @@ def launch(engine: str, python: Path, s: Settings, timeout_s: float) -> dict:
         "--_settings",
         json.dumps(dataclasses.asdict(s)),
     ]
-    print(f"== {LABELS[engine]} ...", flush=True)
     with open(log, "w") as handle:
         try:
             proc = subprocess.run(
@@ -326,15 +328,31 @@ def launch(engine: str, python: Path, s: Settings, timeout_s: float) -> dict:
     return json.loads(out.read_text())
 
 
-def median_after_warmup(result: dict, warmup: int) -> float | None:
-    """Median of the step times after the first ``warmup`` steps."""
-    measured = result.get("step_seconds", [])[warmup:]
+def combine(runs: list[dict], warmup: int) -> dict:
+    """One engine's rounds as one result: pooled step times after each round's warm-up, mean accuracy.
+
+    A round without steps (not installed, failed, timed out) makes the whole result that status.
+    """
+    failed = [r["status"] for r in runs if "status" in r]
+    if failed:
+        return {"status": failed[0]}
+    accuracies = [r["accuracy"] for r in runs if r.get("accuracy") is not None]
+    return {
+        "measured": [t for r in runs for t in r["step_seconds"][warmup:]],
+        "accuracy": statistics.mean(accuracies) if accuracies else None,
+        "accuracy_before": runs[0].get("accuracy_before"),
+    }
+
+
+def median_step(result: dict) -> float | None:
+    """Median seconds per measured step, or None when the engine has none."""
+    measured = result.get("measured")
     return statistics.median(measured) if measured else None
 
 
 def table(results: dict[str, dict], s: Settings) -> str:
     """The markdown comparison table (ratios against the bare loop and TRL; accuracy when evaluated)."""
-    medians = {e: median_after_warmup(r, s.warmup) for e, r in results.items()}
+    medians = {e: median_step(r) for e, r in results.items()}
     bare, trl = medians.get("bare"), medians.get("trl")
     acc_header = f" val acc after {s.warmup + s.steps} steps |" if s.evaluate else ""
     lines = [
@@ -356,7 +374,7 @@ def table(results: dict[str, dict], s: Settings) -> str:
 
 def verdicts(results: dict[str, dict], s: Settings) -> list[str]:
     """The issue's targets, each as met / not met (skipped when a side is missing)."""
-    medians = {e: median_after_warmup(r, s.warmup) for e, r in results.items()}
+    medians = {e: median_step(r) for e, r in results.items()}
     ours, bare, trl = medians.get("verl_lite-hf"), medians.get("bare"), medians.get("trl")
     out = []
     if ours and bare:
@@ -391,8 +409,11 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--lr", type=float, default=lr, help="default: the actor's optim.lr in ppo_trainer.yaml")
     p.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
-    p.add_argument("--steps", type=int, default=10, help="measured steps after the warm-up")
-    p.add_argument("--threads", type=int, default=2, help="torch threads of every engine")
+    p.add_argument("--steps", type=int, default=10, help="measured steps after the warm-up, per round")
+    p.add_argument("--rounds", type=int, default=3, help="runs of every engine, in alternating order")
+    # One thread by default: on a shared 2-core machine two OpenMP threads made HF generate of the tiny
+    # model 10-40x slower (each op waits for a descheduled partner thread); use 2 on a quiet machine.
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every engine (and vLLM's cores)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)}"
@@ -404,6 +425,51 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--_settings", help=argparse.SUPPRESS)
     p.add_argument("--_out", help=argparse.SUPPRESS)
     return p.parse_args()
+
+
+def engine_python(engine: str, trl_venv: Path) -> Path | None:
+    """The interpreter that runs ``engine``, or None when its framework is not installed."""
+    if engine == "trl":
+        python = trl_python(trl_venv)
+        if python is None:
+            print(f"TRL is not installed in {trl_venv}; create it with: bash scripts/setup_trl_venv.sh")
+        return python
+    if engine == "verl_lite-vllm":
+        if subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True).returncode:
+            print("vLLM is not installed: scripts/install_vllm_cpu.sh .venv/bin/python installs it")
+            return None
+    return Path(sys.executable)
+
+
+def settings_line(
+    s: Settings, params: float | None, rounds: int, load: tuple[float, float], results: dict
+) -> str:
+    """One sentence with what was measured and under which machine load."""
+    model = f"random Qwen2, {params:.1f}M parameters" if params else "embedded tiny model"
+    line = (
+        f"{model}; {s.prompts} prompts × n={s.n}, {s.max_new_tokens} new tokens, lr {s.lr:g}, "
+        f"{s.threads} thread(s); {rounds} round(s) of {s.warmup} warm-up + {s.steps} measured steps per engine, "
+        f"engines alternating order each round; median over the {rounds * s.steps} measured steps, "
+        "accuracy the mean over rounds; "
+        f"1-min load average {load[0]:.1f} at the start, {load[1]:.1f} at the end"
+    )
+    if s.evaluate and results.get("bare", {}).get("accuracy_before") is not None:
+        line += f"; val accuracy before training {results['bare']['accuracy_before']:.3f}"
+    return line + "."
+
+
+def run_rounds(engines: list[str], s: Settings, rounds: int, trl_venv: Path, timeout_s: float) -> dict:
+    """Run every engine ``rounds`` times, reversing the order each round so that load drifts even out."""
+    pythons = {engine: engine_python(engine, trl_venv) for engine in engines}
+    runs: dict[str, list[dict]] = {engine: [] for engine in engines}
+    for r in range(rounds):
+        for engine in engines if r % 2 == 0 else engines[::-1]:
+            python = pythons[engine]
+            print(f"== round {r + 1}/{rounds}: {LABELS[engine]}", flush=True)
+            runs[engine].append(
+                launch(engine, python, s, timeout_s) if python else {"status": "not installed"}
+            )
+    return {engine: combine(runs[engine], s.warmup) for engine in engines}
 
 
 def main() -> None:
@@ -435,34 +501,10 @@ def main() -> None:
             evaluate=args.model == "tiny",
             work_dir=work,
         )
-        results = {}
         load_start = os.getloadavg()[0]
-        for engine in engines:
-            python = Path(sys.executable)
-            if engine == "trl":
-                python = trl_python(args.trl_venv)
-                if python is None:
-                    print(
-                        f"TRL is not installed in {args.trl_venv}; create it with: bash scripts/setup_trl_venv.sh"
-                    )
-                    results[engine] = {"status": "not installed"}
-                    continue
-            if (
-                engine == "verl_lite-vllm"
-                and subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True).returncode
-            ):
-                results[engine] = {"status": "not installed"}
-                continue
-            results[engine] = launch(engine, python, s, args.timeout_s)
-    model = f"random Qwen2, {params:.1f}M parameters" if params else "embedded tiny model"
-    settings = (
-        f"{model}; {s.prompts} prompts × n={s.n}, {s.max_new_tokens} new tokens, lr {s.lr:g}, "
-        f"{s.threads} threads; median of {s.steps} steps after {s.warmup} warm-up steps; "
-        f"1-min load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
-    )
-    if s.evaluate and "accuracy_before" in results.get("bare", {}):
-        settings += f"; val accuracy before training {results['bare']['accuracy_before']:.3f}"
-    body = f"{settings}.\n\n{table(results, s)}\n"
+        results = run_rounds(engines, s, args.rounds, args.trl_venv, args.timeout_s)
+    load = (load_start, os.getloadavg()[0])
+    body = f"{settings_line(s, params, args.rounds, load, results)}\n\n{table(results, s)}\n"
     print(f"\n{body}")
     for line in verdicts(results, s):
         print(line)
