@@ -4,6 +4,8 @@ One step: sample ``n`` responses per prompt with HF ``generate`` -> rewards from
 -> group-normalized advantages -> old log-probs -> PPO-clip loss (token-mean) -> backward -> AdamW.
 Prints val greedy accuracy before, during and after, and seconds per step. The demo's claim rests
 on this: GRPO must raise the SFT model's val greedy accuracy by >= 15 points in ~5 CPU minutes.
+``run_bare_grpo`` is the same loop as a function: bench/e2e_vs_trl.py runs it as the floor that
+frameworks are measured against.
 
     .venv/bin/python bench/bare_grpo_loop.py --max_steps 100 --time_budget_s 300
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +43,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval_every", type=int, default=20, help="steps between val evaluations")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--markdown", help="also write the result as a markdown table to this file")
     return p.parse_args()
 
 
@@ -106,57 +110,128 @@ def ppo_clip_loss(log_prob, old_log_prob, advantages, response_mask, clip_ratio:
     return -(surrogate * response_mask).sum() / response_mask.sum().clamp(min=1)
 
 
+@dataclass
+class BareGRPOResult:
+    """What one bare run measured: seconds of each step and val greedy accuracy at each evaluation."""
+
+    step_seconds: list[float] = field(default_factory=list)
+    accuracy: dict[int, float] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
+
+
+def grpo_step(
+    model, tokenizer, optimizer, rows: list[dict], n: int, max_new_tokens: int, clip_ratio: float
+) -> float:
+    """One GRPO step: rollout -> advantages -> old log-probs -> PPO-clip loss -> backward -> AdamW.
+
+    Returns:
+        The mean reward of the step's samples.
+    """
+    model.eval()
+    batch = rollout(model, tokenizer, rows, n, max_new_tokens)
+    advantages = group_advantages(batch["rewards"], n)
+    with torch.no_grad():
+        old_log_prob = response_log_probs(model, batch)
+    model.train()
+    log_prob = response_log_probs(model, batch)
+    loss = ppo_clip_loss(log_prob, old_log_prob, advantages, batch["response_mask"], clip_ratio)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return batch["rewards"].mean().item()
+
+
+def run_bare_grpo(
+    model_dir: str,
+    data_dir: str,
+    prompts_per_step: int,
+    n: int,
+    max_new_tokens: int,
+    lr: float,
+    max_steps: int,
+    clip_ratio: float = 0.2,
+    time_budget_s: float = float("inf"),
+    eval_every: int = 0,
+    evaluate_val: bool = True,
+    seed: int = 0,
+    log=print,
+) -> BareGRPOResult:
+    """Train with bare GRPO until ``max_steps`` or the time budget; evaluate val greedy accuracy.
+
+    Evaluation (not counted in step time) runs before training, every ``eval_every`` steps (0: never)
+    and after the last step; ``evaluate_val=False`` skips all of it.
+    """
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    train_rows = pd.read_parquet(Path(data_dir) / "train.parquet").to_dict("records")
+    val_rows = pd.read_parquet(Path(data_dir) / "val.parquet").to_dict("records")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    result = BareGRPOResult()
+
+    def evaluate(step: int) -> None:
+        if evaluate_val:
+            result.accuracy[step] = evaluate_accuracy(model, tokenizer, val_rows, max_new_tokens)
+            log(f"step {step:4d}  val greedy accuracy {result.accuracy[step]:.3f}")
+
+    evaluate(0)
+    step = 0
+    while step < max_steps and sum(result.step_seconds) < time_budget_s:
+        start, cpu_start = time.perf_counter(), time.process_time()
+        reward = grpo_step(
+            model,
+            tokenizer,
+            optimizer,
+            rng.sample(train_rows, prompts_per_step),
+            n,
+            max_new_tokens,
+            clip_ratio,
+        )
+        result.step_seconds.append(time.perf_counter() - start)
+        result.cpu_seconds += time.process_time() - cpu_start
+        step += 1
+        if step % 5 == 0:
+            log(f"step {step:4d}  reward {reward:.3f}  {sum(result.step_seconds) / step:.2f} s/step")
+        if eval_every and step % eval_every == 0:
+            evaluate(step)
+    if step not in result.accuracy:
+        evaluate(step)
+    return result
+
+
 def main() -> None:
     """Run GRPO until the step or time budget is spent; report accuracy before/after and s/step."""
     args = parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForCausalLM.from_pretrained(args.model_dir)
-    train_rows = pd.read_parquet(Path(args.data_dir) / "train.parquet").to_dict("records")
-    val_rows = pd.read_parquet(Path(args.data_dir) / "val.parquet").to_dict("records")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-
-    def evaluate(step: int) -> float:
-        acc = evaluate_accuracy(model, tokenizer, val_rows, args.max_new_tokens)
-        print(f"step {step:4d}  val greedy accuracy {acc:.3f}", flush=True)
-        return acc
-
-    before = after = evaluate(0)
-    train_time, cpu_time, step = 0.0, 0.0, 0
-    while step < args.max_steps and train_time < args.time_budget_s:
-        start, cpu_start = time.perf_counter(), time.process_time()
-        model.eval()
-        batch = rollout(
-            model, tokenizer, rng.sample(train_rows, args.prompts_per_step), args.n, args.max_new_tokens
-        )
-        advantages = group_advantages(batch["rewards"], args.n)
-        with torch.no_grad():
-            old_log_prob = response_log_probs(model, batch)
-        model.train()
-        log_prob = response_log_probs(model, batch)
-        loss = ppo_clip_loss(log_prob, old_log_prob, advantages, batch["response_mask"], args.clip_ratio)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        train_time += time.perf_counter() - start
-        cpu_time += time.process_time() - cpu_start
-        step += 1
-        if step % 5 == 0:
-            print(
-                f"step {step:4d}  reward {batch['rewards'].mean():.3f}  {train_time / step:.2f} s/step",
-                flush=True,
-            )
-        if step % args.eval_every == 0:
-            after = evaluate(step)
-    if step % args.eval_every:
-        after = evaluate(step)
-    print(
-        f"val greedy accuracy {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) in {step} steps, "
-        f"{train_time:.0f} s of training ({cpu_time:.0f} CPU s), {train_time / max(step, 1):.2f} s/step"
+    result = run_bare_grpo(
+        args.model_dir,
+        args.data_dir,
+        args.prompts_per_step,
+        args.n,
+        args.max_new_tokens,
+        args.lr,
+        args.max_steps,
+        clip_ratio=args.clip_ratio,
+        time_budget_s=args.time_budget_s,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        log=lambda line: print(line, flush=True),
     )
+    steps, train_time = len(result.step_seconds), sum(result.step_seconds)
+    before, after = result.accuracy[0], result.accuracy[steps]
+    summary = (
+        f"val greedy accuracy {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points) in {steps} steps, "
+        f"{train_time:.0f} s of training ({result.cpu_seconds:.0f} CPU s), {train_time / max(steps, 1):.2f} s/step"
+    )
+    print(summary)
+    if args.markdown:
+        Path(args.markdown).write_text(
+            "| steps | val greedy accuracy before | after | change | s/step |\n|---|---|---|---|---|\n"
+            f"| {steps} | {before:.3f} | {after:.3f} | {100 * (after - before):+.1f} points "
+            f"| {train_time / max(steps, 1):.2f} |\n"
+        )
 
 
 if __name__ == "__main__":

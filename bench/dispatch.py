@@ -6,6 +6,7 @@ Run: ``python bench/dispatch.py`` (or ``make bench``).
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -15,6 +16,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import numpy as np
 import ray
 import torch
+from refresh_docs import write_fragment
 from tensordict import TensorDict
 
 from verl_lite.single_controller import Dispatch, Worker, register
@@ -53,6 +55,9 @@ def median_ms_interleaved(fn_a, fn_b) -> tuple[float, float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
+    args = parser.parse_args()
     ray.init(num_cpus=8, include_dashboard=False, object_store_memory=512 * 1024**2)
     try:
         group = RayWorkerGroup(RayResourcePool([WORKERS]), RayClassWithInitArgs(AddWorker))
@@ -81,6 +86,12 @@ def main() -> None:
         print("-" * 46)
         for label, a, b, r in rows:
             print(f"{label:>8} | {a:12.2f} | {b:10.2f} | {r:6.2f}")
+        if args.markdown:
+            write_fragment(
+                args.markdown,
+                ["payload", "verl_lite ms", "raw Ray ms", "ratio"],
+                [[label, f"{a:.2f}", f"{b:.2f}", f"{r:.2f}"] for label, a, b, r in rows],
+            )
     finally:
         ray.shutdown()
 

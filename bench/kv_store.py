@@ -25,6 +25,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import numpy as np
 import ray
 import torch
+from refresh_docs import write_fragment
 from tensordict import TensorDict
 
 from verl_lite.kv import (
@@ -226,6 +227,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--units", type=int, default=2, help="storage units")
     parser.add_argument("--repeats", type=int, default=20, help="timed repetitions at the base size")
+    parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
     args = parser.parse_args()
     # Touch the object store's pages up front (the setting, then a first write of the whole
     # store): first-touch page faults in a fresh store (slow in VMs) would otherwise dominate the
@@ -250,6 +252,20 @@ def main() -> None:
         print(f"{'controller: tensor bytes (store accounting)':<48} {step['controller_tensor_bytes']:>12,}")
         print(f"{'controller: keys, tags, metas (pickled)':<48} {step['controller_meta_bytes']:>12,}")
         print(f"{'crossed the controller / trajectory bytes':<48} {share:>12.3%}   (target < 1%)")
+        if args.markdown:
+            write_fragment(
+                args.markdown,
+                ["batch", "raw GB/s", "KV GB/s", "KV/raw"],
+                [
+                    [
+                        f"{r['rows']} × {SEQ_LEN} tokens ({r['nbytes'] / 1e6:.1f} MB)",
+                        f"{r['nbytes'] / r['raw_ms'] / 1e6:.2f}",
+                        f"{r['nbytes'] / r['kv_ms'] / 1e6:.2f}",
+                        f"{r['raw_ms'] / r['kv_ms']:.2f}",
+                    ]
+                    for r in results
+                ],
+            )
     finally:
         shutdown_kv_store()
         ray.shutdown()

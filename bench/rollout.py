@@ -7,6 +7,7 @@ Run: ``python bench/rollout.py`` (vLLM rows are skipped when vLLM is not install
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import statistics
@@ -17,6 +18,7 @@ import time
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 import torch
+from refresh_docs import write_fragment
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
@@ -55,6 +57,9 @@ def tokens_per_second(backend, prompts) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
+    args = parser.parse_args()
     from verl_lite.workers.rollout import HFRollout
 
     torch.set_num_threads(2)
@@ -85,6 +90,20 @@ def main() -> None:
         v = f"{vllm:10.0f}" if vllm else f"{'n/a':>10}"
         ratio = f"{vllm / hf:7.2f}" if vllm else f"{'n/a':>7}"
         print(f"{name:>6} | {params:6.1f}M | {hf:9.0f} | {v} | {ratio}")
+    if args.markdown:
+        write_fragment(
+            args.markdown,
+            ["model", "hf tok/s", "vllm tok/s", "vllm/hf"],
+            [
+                [
+                    f"{params:.1f}M params",
+                    f"{hf:.0f}",
+                    f"{vllm:.0f}" if vllm else "n/a",
+                    f"{vllm / hf:.2f}" if vllm else "n/a",
+                ]
+                for _, params, hf, vllm in rows
+            ],
+        )
     sys.stdout.flush()
 
 

@@ -7,6 +7,7 @@ copies the same bytes tensor-to-tensor in one process. Run: ``python bench/weigh
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -15,6 +16,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 import ray
 import torch
+from refresh_docs import write_fragment
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from verl_lite.checkpoint_engine import NaiveCheckpointEngine, RayCheckpointEngine
@@ -59,6 +61,9 @@ def median(fn) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
+    args = parser.parse_args()
     torch.set_num_threads(2)
     source, target = build(), build()
     named = list(source.state_dict().items())
@@ -99,6 +104,12 @@ def main() -> None:
     print("-" * 42)
     for name, seconds in rows:
         print(f"{name:>10} | {seconds:8.3f} | {nbytes / seconds / 1e9:6.2f} | {base / seconds:7.2f}")
+    if args.markdown:
+        write_fragment(
+            args.markdown,
+            ["path", "GB/s", "vs plain copy"],
+            [[name, f"{nbytes / seconds / 1e9:.2f}", f"{base / seconds:.2f}"] for name, seconds in rows],
+        )
 
 
 if __name__ == "__main__":
