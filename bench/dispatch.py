@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
     args = parser.parse_args()
-    ray.init(num_cpus=8, include_dashboard=False, object_store_memory=512 * 1024**2)
+    ray.init(address="local", num_cpus=8, include_dashboard=False, object_store_memory=512 * 1024**2)
     try:
         group = RayWorkerGroup(RayResourcePool([WORKERS]), RayClassWithInitArgs(AddWorker))
         raw = [RawWorker.remote() for _ in range(WORKERS)]

@@ -233,7 +233,13 @@ def main() -> None:
     # store): first-touch page faults in a fresh store (slow in VMs) would otherwise dominate the
     # first measurements of both paths.
     os.environ.setdefault("RAY_preallocate_plasma_memory", "1")
-    ray.init(num_cpus=8, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        address="local",
+        num_cpus=8,
+        object_store_memory=OBJECT_STORE_BYTES,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     warm_object_store(OBJECT_STORE_BYTES)
     try:
         client = init_kv_store(num_storage_units=args.units, client_name="controller")

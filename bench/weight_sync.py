@@ -83,7 +83,9 @@ def main() -> None:
         load_into(target, engine.receive_weights(engine.send_weights(iter(named), 1), 1))
         return time.perf_counter() - start
 
-    ray.init(num_cpus=4, include_dashboard=False, object_store_memory=2 * nbytes + 256 * 1024**2)
+    ray.init(
+        address="local", num_cpus=4, include_dashboard=False, object_store_memory=2 * nbytes + 256 * 1024**2
+    )
     try:
         receiver = Receiver.remote()
         ray.get(receiver.__ray_ready__.remote())
