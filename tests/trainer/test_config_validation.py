@@ -70,6 +70,10 @@ BAD_CONFIGS = [
         "my_task",
     ),
     (["+actor_rollout_ref.actor.optimz.lr=1"], "unknown key 'actor_rollout_ref.actor.optimz'"),
+    (
+        ["actor_rollout_ref.actor.old_log_prob=never"],
+        "actor_rollout_ref.actor.old_log_prob='never' is not valid",
+    ),
     (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
     (
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],

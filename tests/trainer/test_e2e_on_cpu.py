@@ -3,6 +3,7 @@
 import json
 import os
 
+import pytest
 import ray
 from hydra import compose, initialize_config_dir
 
@@ -109,3 +110,23 @@ def test_val_only_validates_once_and_trains_nothing(tmp_path):
     assert len(history) == 1 and history[0]["step"] == 0
     assert 0.0 <= history[0]["val-core/synthetic_arith/acc/mean@1"] <= 1.0
     assert not any(key.startswith("actor/") for key in history[0])
+
+
+def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path):
+    # FAST is one on-policy pass (one epoch, one mini-batch): auto skips the separate forward.
+    skipped = train(tmp_path / "auto", "trainer.total_training_steps=1")[-1]
+    recomputed = train(
+        tmp_path / "recompute",
+        "trainer.total_training_steps=1",
+        "actor_rollout_ref.actor.old_log_prob=recompute",
+    )[-1]
+    assert "timing_s/old_log_prob" not in skipped and "timing_s/old_log_prob" in recomputed
+    for key in (
+        "critic/score/mean",
+        "actor/pg_loss",
+        "actor/grad_norm",
+        "actor/entropy",
+        "actor/pg_clipfrac",
+    ):
+        assert skipped[key] == pytest.approx(recomputed[key], rel=1e-4, abs=1e-7), key
+    assert skipped["training/rollout_probs_diff_mean"] < 1e-4

@@ -188,5 +188,17 @@ class PPOConfig:
         return self.actor_rollout_ref.actor.use_kl_loss or self.algorithm.use_kl_in_reward
 
     @property
+    def recompute_old_log_prob(self) -> bool:
+        """Whether the separate old-log-prob forward runs (``actor.old_log_prob``).
+
+        With ``auto`` it is skipped when the update is one on-policy pass (one epoch, one mini-batch
+        holding the whole step, no KL in the reward): the update's detached log-probs are then exactly
+        the old ones, so the ratio is 1 and the gradient is unchanged.
+        """
+        actor = self.actor_rollout_ref.actor
+        single_pass = actor.ppo_epochs == 1 and actor.ppo_mini_batch_size >= self.data.train_batch_size
+        return actor.old_log_prob == "recompute" or not single_pass or self.algorithm.use_kl_in_reward
+
+    @property
     def dp_size(self) -> int:
         return self.trainer.nnodes * self.trainer.n_gpus_per_node

@@ -9,6 +9,8 @@ import os
 from verl_lite.trainer.config import PPOConfig
 
 # Estimators that compare samples of one prompt and so need rollout.n > 1.
+# actor_rollout_ref.actor.old_log_prob values.
+OLD_LOG_PROB_MODES = ("auto", "recompute")
 GROUP_ESTIMATORS = ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg")
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMBEDDED_MODEL = os.path.join(PACKAGE_DIR, "assets", "tiny_model")
@@ -57,6 +59,7 @@ def validate_config(config: PPOConfig) -> None:
         *_file_problems(config),
         *_algorithm_problems(config),
         *_checkpoint_problems(config),
+        *_old_log_prob_problems(config),
         *_reward_model_problems(config),
     ]
     if not problems:
@@ -176,6 +179,15 @@ def _file_problems(config: PPOConfig) -> list[str]:
     if custom and not os.path.exists(custom):
         out.append(f"reward.custom_reward_function.path: file {custom!r} does not exist.")
     return out
+
+
+def _old_log_prob_problems(config: PPOConfig) -> list[str]:
+    value = config.actor_rollout_ref.actor.old_log_prob
+    if value not in OLD_LOG_PROB_MODES:
+        return [
+            f"actor_rollout_ref.actor.old_log_prob={value!r} is not valid; use one of {', '.join(OLD_LOG_PROB_MODES)}."
+        ]
+    return []
 
 
 def _checkpoint_problems(config: PPOConfig) -> list[str]:

@@ -174,7 +174,9 @@ class ActorRolloutRefWorker(Worker):
     def update_actor(self, meta: KVBatchMeta) -> dict[str, float]:
         """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns mean metrics."""
         cfg = self.config.actor
-        fields = ["prompts", "responses", "old_log_probs", "advantages"]
+        # Without old_log_probs (one on-policy pass) the update's own detached log-probs stand in.
+        fields = ["prompts", "responses", "advantages"]
+        fields += [f for f in ("old_log_probs", "rollout_log_probs") if f in meta.fields]
         if cfg.use_kl_loss:
             fields.append("ref_log_prob")
         batch = self._read(meta, fields)
@@ -212,8 +214,15 @@ class ActorRolloutRefWorker(Worker):
         def compute(logits: torch.Tensor, mb: dict[str, torch.Tensor]):
             mask = mb["response_mask"].float()
             log_prob, entropy = response_log_probs_and_entropy(logits, mb, temperature, with_entropy=True)
+            old_log_prob = mb.get("old_log_probs")
+            extra_metrics = {}
+            if old_log_prob is None:
+                old_log_prob = log_prob.detach()
+                if "rollout_log_probs" in mb:
+                    diff = (old_log_prob.exp() - mb["rollout_log_probs"].exp()).abs()
+                    extra_metrics["rollout_probs_diff_mean"] = float(masked_mean(diff, mask))
             pg_loss, pg_metrics = loss_fn(
-                mb["old_log_probs"],
+                old_log_prob,
                 log_prob,
                 mb["advantages"],
                 mask,
@@ -227,6 +236,7 @@ class ActorRolloutRefWorker(Worker):
                 "entropy": float(masked_mean(entropy.detach(), mask)),
             }
             metrics.update({k: float(v) for k, v in pg_metrics.items()})
+            metrics.update(extra_metrics)
             if cfg.entropy_coeff:
                 loss = loss - cfg.entropy_coeff * agg_loss(entropy, mask, cfg.loss_agg_mode, **agg)
             if cfg.use_kl_loss:

@@ -77,6 +77,8 @@ class ActorConfig:
     ppo_epochs: int = 1
     # Shuffle rows before cutting mini-batches (seeded by the global step).
     shuffle: bool = True
+    # auto: skip the old-log-prob forward when the update is one on-policy pass; recompute: always run it.
+    old_log_prob: str = "auto"
     # Rows per forward when computing log-probs (old and reference) on one rank.
     log_prob_micro_batch_size_per_gpu: int = 8
     # Registered policy loss name (verl_lite.algorithms.POLICY_LOSSES).

@@ -218,12 +218,13 @@ class PPOTrainer:
                 rm_scored = self.groups.reward_model.compute_rm_score(batch)
             batch.fields = rm_scored.fields
             metrics.update(rm_score_metrics(rm_scored))
-        with self.timed("old_log_prob"):
-            scored = actor.compute_log_prob(batch)
-        diff = rollout_probs_diff_mean(scored)
-        if diff is not None:
-            metrics["training/rollout_probs_diff_mean"] = diff
-        batch.fields = scored.fields
+        if cfg.recompute_old_log_prob:
+            with self.timed("old_log_prob"):
+                scored = actor.compute_log_prob(batch)
+            diff = rollout_probs_diff_mean(scored)
+            if diff is not None:
+                metrics["training/rollout_probs_diff_mean"] = diff
+            batch.fields = scored.fields
         if cfg.use_reference:
             with self.timed("ref"):
                 batch.fields = actor.compute_ref_log_prob(batch).fields
@@ -246,7 +247,12 @@ class PPOTrainer:
                 metrics.update(mean_of_dicts(self.groups.critic.update_critic(batch)))
         if step > self.config.trainer.critic_warmup:
             with self.timed("update_actor"):
-                metrics.update(mean_of_dicts(self.groups.actor_rollout.update_actor(batch)))
+                actor_metrics = mean_of_dicts(self.groups.actor_rollout.update_actor(batch))
+            # without the old-log-prob pass, the update measures the rollout/actor mismatch itself
+            diff = actor_metrics.pop("actor/rollout_probs_diff_mean", None)
+            if diff is not None:
+                actor_metrics["training/rollout_probs_diff_mean"] = diff
+            metrics.update(actor_metrics)
         return metrics
 
     def validate(self) -> dict[str, float]:
