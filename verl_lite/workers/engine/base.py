@@ -45,7 +45,11 @@ class TrainingEngine(ABC):
 
     @abstractmethod
     def forward(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Model output (logits, or values for a value model) for one padded micro-batch."""
+        """Model output (logits, or values for a value model) for one padded micro-batch.
+
+        A causal LM given ``responses`` may return logits for the last ``response_width + 1``
+        positions only: the ones ``sequences.response_logits`` slices.
+        """
 
     @abstractmethod
     def forward_backward(self, micro_batch: dict[str, torch.Tensor], loss_fn: LossFn) -> dict[str, float]:

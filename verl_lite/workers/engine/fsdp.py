@@ -104,7 +104,12 @@ class FSDPEngine(TrainingEngine):
         return {k: micro_batch[k].to(self.device) for k in keys if k in micro_batch}
 
     def forward(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.model(**self._model_inputs(micro_batch), use_cache=False).logits.float()
+        kwargs = {}
+        if "responses" in micro_batch and self._hf_class.__name__.endswith("ForCausalLM"):
+            # Only the last response_width + 1 positions predict response tokens (prompts are
+            # left-padded, responses right-padded): skip the vocabulary projection for the rest.
+            kwargs["logits_to_keep"] = micro_batch["responses"].shape[1] + 1
+        return self.model(**self._model_inputs(micro_batch), use_cache=False, **kwargs).logits.float()
 
     def forward_backward(self, micro_batch: dict[str, torch.Tensor], loss_fn: LossFn) -> dict[str, float]:
         self.model.train()
