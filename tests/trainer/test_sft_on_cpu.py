@@ -122,7 +122,7 @@ def reference_one_step(data_file, rows, lr):
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e6)
     optimizer.step()
-    return float(loss), float(grad_norm), {k: v.detach() for k, v in model.state_dict().items()}
+    return float(loss.detach()), float(grad_norm), {k: v.detach() for k, v in model.state_dict().items()}
 
 
 def test_sft_dp2_step_matches_single_process_step(tmp_path, small_sft_parquet, ray_8cpu):
