@@ -16,11 +16,11 @@ from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.utils.config import from_config
 from verl_lite.workers.advantage import compute_shard_advantages
-from verl_lite.workers.batching import RowBatch, global_counts, mean_metrics, mini_batches
+from verl_lite.workers.batching import RowBatch, mean_metrics, rows_of, update_passes
 from verl_lite.workers.config import ActorRolloutRefConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.rollout import get_rollout
-from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
+from verl_lite.workers.sequences import jagged, on_last_token, response_log_probs_and_entropy, unpad_rows
 
 ROLES = ("actor", "rollout", "ref")
 # Fields generate_sequences writes for every trajectory (token_level_scores only with a reward manager).
@@ -181,30 +181,18 @@ class ActorRolloutRefWorker(Worker):
             fields.append("ref_log_prob")
         batch = self._read(meta, fields)
         dp_size = dist.get_world_size()
-        # ppo_mini_batch_size counts prompts; each prompt brought samples_per_prompt trajectories.
-        samples = int(meta.extra_info.get("samples_per_prompt", 1))
-        local_mini = max(1, cfg.ppo_mini_batch_size * samples // dp_size)
         loss_fn = get_policy_loss_fn(cfg.policy_loss)
         loss_config = PolicyLossConfig.from_any(cfg)
-        step = int(meta.extra_info.get("global_steps", 0))
         history: list[dict[str, float]] = []
-        for epoch in range(cfg.ppo_epochs):
-            for rows in mini_batches(len(batch), local_mini, cfg.shuffle, seed=step * 1000 + epoch):
-                budget = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
-                micro = batch.micro_batches(rows, cfg.ppo_micro_batch_size_per_gpu, budget)
-                tokens, seqs = global_counts(micro)
-                agg = {"global_num_tokens": tokens, "global_num_seqs": seqs, "dp_size": dp_size}
-                mb_metrics = [
-                    self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg))
-                    for mb in micro
-                ]
-                summed = {
-                    k: sum(m[k] for m in mb_metrics) for k in ("pg_loss", "kl_loss") if k in mb_metrics[0]
-                }
-                averaged = mean_metrics(mb_metrics)
-                averaged.update({k: v / dp_size for k, v in summed.items()})
-                averaged.update(self.actor.optimizer_step())
-                history.append(averaged)
+        for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):
+            mb_metrics = [
+                self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg)) for mb in micro
+            ]
+            summed = {k: sum(m[k] for m in mb_metrics) for k in ("pg_loss", "kl_loss") if k in mb_metrics[0]}
+            averaged = mean_metrics(mb_metrics)
+            averaged.update({k: v / dp_size for k, v in summed.items()})
+            averaged.update(self.actor.optimizer_step())
+            history.append(averaged)
         return {f"actor/{k}": v for k, v in mean_metrics(history).items()}
 
     def _policy_loss(self, loss_fn, loss_config: PolicyLossConfig, agg: dict):
@@ -294,14 +282,14 @@ class ActorRolloutRefWorker(Worker):
             )
         responses = [g.response_ids for g in generations]
         fields = {
-            "prompts": _jagged([prompts[g.prompt_index] for g in generations]),
-            "responses": _jagged(responses),
-            "response_mask": _jagged([torch.ones(r.numel(), dtype=torch.int64) for r in responses]),
-            "rollout_log_probs": _jagged([g.log_probs for g in generations]),
+            "prompts": jagged([prompts[g.prompt_index] for g in generations]),
+            "responses": jagged(responses),
+            "response_mask": jagged([torch.ones(r.numel(), dtype=torch.int64) for r in responses]),
+            "rollout_log_probs": jagged([g.log_probs for g in generations]),
         }
         if results[0] is not None:
-            fields["token_level_scores"] = _jagged(
-                [_last_token_score(r.numel(), res["score"]) for r, res in zip(responses, results)]
+            fields["token_level_scores"] = jagged(
+                [on_last_token(r.numel(), res["score"]) for r, res in zip(responses, results)]
             )
         out = self.kv.kv_batch_put(
             keys, meta.partition_id, fields=TensorDict(fields, batch_size=[len(keys)]), tags=tags
@@ -325,15 +313,14 @@ class ActorRolloutRefWorker(Worker):
             return {}
         td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=["prompts", "responses"])
         decode = self.tokenizer.batch_decode
-        prompts = decode(list(td.get("prompts").unbind()), skip_special_tokens=True)
-        responses = decode(list(td.get("responses").unbind()), skip_special_tokens=True)
+        prompts = decode(rows_of(td, "prompts"), skip_special_tokens=True)
+        responses = decode(rows_of(td, "responses"), skip_special_tokens=True)
         return {key: {"prompt": p, "response": r} for key, p, r in zip(meta.keys, prompts, responses)}
 
     def _read_prompt_rows(self, meta: KVBatchMeta) -> dict[str, list]:
         wanted = ["prompts", *(f for f in ROW_FIELDS if f in meta.fields)]
         td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
-        value = td.get("prompts")
-        rows = {"prompts": list(value.unbind()) if value.is_nested else list(value)}
+        rows = {"prompts": rows_of(td, "prompts")}
         for name in wanted[1:]:
             rows[name] = td.get(name).tolist()
         return rows
@@ -433,18 +420,6 @@ class ActorRolloutRefWorker(Worker):
     def load_checkpoint(self, path: str) -> None:
         """Restore the actor from ``save_checkpoint``'s folder (the rollout gets it at the next weight sync)."""
         self.actor.load_checkpoint(path)
-
-
-def _last_token_score(length: int, score: float) -> torch.Tensor:
-    """Token-level scores of one response: the sequence score on its last token, zero elsewhere."""
-    out = torch.zeros(length, dtype=torch.float32)
-    if length:
-        out[-1] = score
-    return out
-
-
-def _jagged(rows: list[torch.Tensor]) -> torch.Tensor:
-    return torch.nested.nested_tensor(rows, layout=torch.jagged)
 
 
 def _stack_rows(rows: list[torch.Tensor]) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -78,6 +79,28 @@ def mini_batches(num_rows: int, mini_batch_size: int, shuffle: bool, seed: int) 
     order = order.tolist()
     for start in range(0, num_rows, mini_batch_size):
         yield order[start : start + mini_batch_size]
+
+
+def update_passes(
+    batch: RowBatch, cfg: Any, extra_info: dict[str, Any], dp_size: int
+) -> Iterator[tuple[list[dict[str, torch.Tensor]], dict[str, float]]]:
+    """The micro-batches of each optimizer step of a PPO-style update, with the loss-aggregation counts.
+
+    ``cfg`` (actor or critic section) gives ``ppo_epochs``, ``ppo_mini_batch_size`` (in prompts; each
+    prompt brought ``extra_info["samples_per_prompt"]`` trajectories), ``shuffle`` (seeded by
+    ``extra_info["global_steps"]`` and the epoch) and the micro-batch size or token budget. Yields one
+    ``(micro_batches, agg)`` per mini-batch; ``agg`` holds the global token/sequence counts and
+    ``dp_size`` that ``agg_loss`` expects.
+    """
+    samples = int(extra_info.get("samples_per_prompt", 1))
+    local_mini = max(1, cfg.ppo_mini_batch_size * samples // dp_size)
+    step = int(extra_info.get("global_steps", 0))
+    budget = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
+    for epoch in range(cfg.ppo_epochs):
+        for rows in mini_batches(len(batch), local_mini, cfg.shuffle, seed=step * 1000 + epoch):
+            micro = batch.micro_batches(rows, cfg.ppo_micro_batch_size_per_gpu, budget)
+            tokens, seqs = global_counts(micro)
+            yield micro, {"global_num_tokens": tokens, "global_num_seqs": seqs, "dp_size": dp_size}
 
 
 def global_counts(micro_batches: list[dict[str, torch.Tensor]]) -> tuple[float, float]:

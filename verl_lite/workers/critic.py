@@ -13,7 +13,7 @@ from verl_lite.algorithms import compute_value_loss, masked_mean
 from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.utils.config import from_config
-from verl_lite.workers.batching import RowBatch, global_counts, mean_metrics, mini_batches
+from verl_lite.workers.batching import RowBatch, mean_metrics, update_passes
 from verl_lite.workers.config import CriticWorkerConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.sequences import response_values, unpad_rows
@@ -86,22 +86,13 @@ class CriticWorker(Worker):
         cfg = self.config.critic
         batch = self._read(meta, ["prompts", "responses", "values", "returns"])
         dp_size = dist.get_world_size()
-        # ppo_mini_batch_size counts prompts; each prompt brought samples_per_prompt trajectories.
-        samples = int(meta.extra_info.get("samples_per_prompt", 1))
-        local_mini = max(1, cfg.ppo_mini_batch_size * samples // dp_size)
-        step = int(meta.extra_info.get("global_steps", 0))
         history = []
-        for epoch in range(cfg.ppo_epochs):
-            for rows in mini_batches(len(batch), local_mini, cfg.shuffle, seed=step * 1000 + epoch):
-                budget = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
-                micro = batch.micro_batches(rows, cfg.ppo_micro_batch_size_per_gpu, budget)
-                tokens, seqs = global_counts(micro)
-                agg = {"global_num_tokens": tokens, "global_num_seqs": seqs, "dp_size": dp_size}
-                metrics = [self.engine.forward_backward(mb, self._value_loss(agg)) for mb in micro]
-                step_metrics = mean_metrics(metrics)
-                step_metrics["vf_loss"] = sum(m["vf_loss"] for m in metrics) / dp_size
-                step_metrics.update(self.engine.optimizer_step())
-                history.append(step_metrics)
+        for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):
+            metrics = [self.engine.forward_backward(mb, self._value_loss(agg)) for mb in micro]
+            step_metrics = mean_metrics(metrics)
+            step_metrics["vf_loss"] = sum(m["vf_loss"] for m in metrics) / dp_size
+            step_metrics.update(self.engine.optimizer_step())
+            history.append(step_metrics)
         return {f"critic/{k}": v for k, v in mean_metrics(history).items()}
 
     def _value_loss(self, agg: dict):

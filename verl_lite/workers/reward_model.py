@@ -20,7 +20,8 @@ from tensordict import TensorDict
 
 from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Worker, register
-from verl_lite.workers.sequences import split_micro_batches
+from verl_lite.workers.batching import rows_of
+from verl_lite.workers.sequences import jagged, on_last_token, split_micro_batches
 
 # compute_rm_score leaves one (sum, count, max, min) of its rows' scores per rank in the returned meta.
 RM_STATS_PREFIX = "rm_score/rank"
@@ -139,19 +140,19 @@ class RewardModelWorker(Worker):
         rule_field = "token_level_scores" if "token_level_scores" in meta.fields else None
         wanted = ["prompts", "responses", *([rule_field] if rule_field else [])]
         td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
-        prompts, responses = _rows(td, "prompts"), _rows(td, "responses")
+        prompts, responses = rows_of(td, "prompts"), rows_of(td, "responses")
         if self.same_tokenizer:
             sequences = [torch.cat([p, r]) for p, r in zip(prompts, responses)]
         else:
             sequences = retokenize(prompts, responses, self.policy_tokenizer, self.tokenizer)
         rm = self.score_sequences(sequences)
-        rule = [float(row.sum()) for row in _rows(td, rule_field)] if rule_field else None
+        rule = [float(row.sum()) for row in rows_of(td, rule_field)] if rule_field else None
         final = self.manager.combine_model_scores(rule, rm.tolist())
         lengths = [int(r.numel()) for r in responses]
         fields = TensorDict(
             {
-                "rm_scores": _jagged([_on_last_token(n, s) for n, s in zip(lengths, rm.tolist())]),
-                "token_level_scores": _jagged([_on_last_token(n, s) for n, s in zip(lengths, final)]),
+                "rm_scores": jagged([on_last_token(n, s) for n, s in zip(lengths, rm.tolist())]),
+                "token_level_scores": jagged([on_last_token(n, s) for n, s in zip(lengths, final)]),
             },
             batch_size=[len(meta)],
         )
@@ -164,22 +165,6 @@ class RewardModelWorker(Worker):
             fields=sorted(set(meta.fields) | set(fields.keys())),
             extra_info={**meta.extra_info, f"{RM_STATS_PREFIX}{self.rank}": stats},
         )
-
-
-def _rows(td: TensorDict, key: str) -> list[torch.Tensor]:
-    value = td.get(key)
-    return list(value.unbind()) if value.is_nested else list(value)
-
-
-def _on_last_token(length: int, score: float) -> torch.Tensor:
-    out = torch.zeros(length, dtype=torch.float32)
-    if length:
-        out[-1] = score
-    return out
-
-
-def _jagged(rows: list[torch.Tensor]) -> torch.Tensor:
-    return torch.nested.nested_tensor(rows, layout=torch.jagged)
 
 
 __all__ = ["RewardModelWorker", "retokenize", "rm_score_metrics", "same_vocabulary"]

@@ -112,7 +112,19 @@ def split_micro_batches(
     return batches
 
 
+def jagged(rows: Sequence[torch.Tensor]) -> torch.Tensor:
+    """One jagged nested tensor of 1-D rows of different lengths (how the KV store keeps them)."""
+    return torch.nested.nested_tensor(list(rows), layout=torch.jagged)
+
+
 def unpad_rows(padded: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
     """Jagged tensor of each row's first ``lengths[i]`` entries of a right-padded (batch, width) tensor."""
-    rows = [padded[i, : int(n)] for i, n in enumerate(lengths)]
-    return torch.nested.nested_tensor(rows, layout=torch.jagged)
+    return jagged([padded[i, : int(n)] for i, n in enumerate(lengths)])
+
+
+def on_last_token(length: int, score: float) -> torch.Tensor:
+    """Token-level scores of one response: the sequence score on its last token, zero elsewhere."""
+    out = torch.zeros(length, dtype=torch.float32)
+    if length:
+        out[-1] = score
+    return out
