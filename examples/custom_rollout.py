@@ -51,7 +51,7 @@ class PlainLoopRollout(RolloutBackend):
         for index, prompt in enumerate(prompts):
             tokens, log_probs = self._sample(prompt, sampling, max_tokens)
             for sample in range(sampling.n):
-                length, reason = self._cut(tokens[sample], max_tokens)
+                length, reason = self.cut_at_eos(tokens[sample], max_tokens)
                 out.append(
                     Generation(index, sample, tokens[sample, :length], log_probs[sample, :length], reason)
                 )
@@ -85,13 +85,6 @@ class PlainLoopRollout(RolloutBackend):
                 break
             input_ids = next_token.unsqueeze(-1)
         return torch.stack(tokens, dim=1), torch.stack(log_probs, dim=1)
-
-    def _cut(self, tokens: torch.Tensor, max_tokens: int) -> tuple[int, str]:
-        """Length up to and including the first EOS ("stop"), or all of it ("length")."""
-        is_eos = torch.isin(tokens, torch.tensor(self.eos_token_ids))
-        if is_eos.any():
-            return int(is_eos.nonzero()[0, 0]) + 1, "stop"
-        return min(int(tokens.numel()), max_tokens), "length"
 
     @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:

@@ -65,6 +65,13 @@ class RolloutBackend(ABC):
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy (name, tensor) pairs, in Hugging Face naming, into the served model."""
 
+    def cut_at_eos(self, tokens: torch.Tensor, max_tokens: int) -> tuple[int, str]:
+        """Response length of sampled ``tokens`` (up to and including the first EOS) and its finish reason."""
+        is_eos = torch.isin(tokens, torch.tensor(self.eos_token_ids))
+        if is_eos.any():
+            return int(is_eos.nonzero()[0, 0]) + 1, "stop"
+        return min(int(tokens.numel()), max_tokens), "length"
+
     def sleep(self) -> None:
         """Release generation memory while training runs in the same process (no-op by default)."""
 

@@ -76,7 +76,7 @@ class HFRollout(RolloutBackend):
             )
         generations = []
         for row in range(tokens.shape[0]):
-            length, reason = self._response_length(tokens[row], max_tokens)
+            length, reason = self.cut_at_eos(tokens[row], max_tokens)
             generations.append(
                 Generation(
                     prompt_index=offset + row // sampling.n,
@@ -87,13 +87,6 @@ class HFRollout(RolloutBackend):
                 )
             )
         return generations
-
-    def _response_length(self, tokens: torch.Tensor, max_tokens: int) -> tuple[int, str]:
-        """Length up to and including the first EOS, or the full length when none was sampled."""
-        is_eos = torch.isin(tokens, torch.tensor(self.eos_token_ids))
-        if is_eos.any():
-            return int(is_eos.nonzero()[0, 0]) + 1, "stop"
-        return min(int(tokens.numel()), max_tokens), "length"
 
     @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
