@@ -6,13 +6,12 @@ import pytest
 import ray
 from hydra import compose, initialize_config_dir
 
+from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_ppo import load_config
-
-CONFIG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs")
 
 
 def load(*overrides):
-    with initialize_config_dir(config_dir=os.path.abspath(CONFIG_DIR), version_base=None):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return load_config(compose("ppo_trainer", overrides=list(overrides)))
 
 

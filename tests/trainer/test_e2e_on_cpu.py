@@ -5,29 +5,8 @@ import os
 
 import pytest
 import ray
-from hydra import compose, initialize_config_dir
 
-from verl_lite.main_ppo import load_config, run
-
-CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs"))
-FAST = [
-    "data.train_batch_size=4",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-    "actor_rollout_ref.rollout.n=4",
-    "data.max_response_length=24",
-    "trainer.val_before_train=false",
-    "trainer.test_freq=-1",
-    "trainer.logger=[jsonl]",
-    "ray_kwargs.ray_init.num_cpus=8",
-]
-
-
-def train(tmp_path, *overrides):
-    if ray.is_initialized():
-        ray.shutdown()
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose("ppo_trainer", overrides=[*FAST, f"trainer.run_dir={tmp_path}", *overrides])
-    return run(load_config(cfg))
+from tests.trainer.helpers import train
 
 
 def test_grpo_three_steps_with_hf_rollout(tmp_path):

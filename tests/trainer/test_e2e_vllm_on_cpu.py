@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from tests.trainer.test_e2e_on_cpu import train
+from tests.trainer.helpers import train
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,

@@ -12,7 +12,7 @@ import struct
 import pandas as pd
 import pytest
 
-from tests.trainer.test_e2e_on_cpu import train
+from tests.trainer.helpers import train
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
 # The .wandb file is a LevelDB-style log: 32 KiB blocks of records with a 7-byte header each

@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from tests.trainer.test_e2e_on_cpu import train
+from tests.trainer.helpers import train
 from verl_lite.trainer.checkpoint import COMPLETE_MARKER, complete_checkpoints
 from verl_lite.trainer.validation import EMBEDDED_DATA
 

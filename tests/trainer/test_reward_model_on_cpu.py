@@ -2,21 +2,13 @@
 
 import json
 import math
-import os
 
 import pytest
 import ray
-from hydra import compose, initialize_config_dir
 
+from tests.trainer.helpers import FAST, compose_config
 from verl_lite import main_ppo, main_rm
 from verl_lite.trainer.validation import EMBEDDED_MODEL, ConfigError
-
-CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs"))
-
-
-def compose_config(name: str, overrides: list[str]):
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(name, overrides=overrides)
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +41,9 @@ def test_grpo_adds_reward_model_scores_to_the_rule_scores(rm_dir, tmp_path):
     cfg = compose_config(
         "ppo_trainer",
         [
-            "data.train_batch_size=4",
-            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-            "actor_rollout_ref.rollout.n=4",
-            "data.max_response_length=24",
-            "trainer.val_before_train=false",
-            "trainer.test_freq=-1",
-            "trainer.logger=[jsonl]",
+            *FAST,
             "trainer.total_training_steps=2",
             f"trainer.run_dir={tmp_path}",
-            "ray_kwargs.ray_init.num_cpus=8",
             "reward.reward_model.enable=true",
             "reward.reward_model.combine=add",
             f"reward.reward_model.model.path={rm_dir}",

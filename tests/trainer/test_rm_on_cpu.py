@@ -2,25 +2,13 @@
 
 import os
 
-import pytest
-import ray
 import torch
 from hydra import compose, initialize_config_dir
 
+from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_rm import load_config, run
 from verl_lite.trainer.sft.config import EMBEDDED_DATA
 from verl_lite.trainer.sft.preference_pairs import make_wrong_answer, synthetic_preference_rows
-
-CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs"))
-
-
-@pytest.fixture(scope="module")
-def ray_8cpu():
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=8, object_store_memory=300 * 1024**2, include_dashboard=False)
-    yield
-    ray.shutdown()
 
 
 def test_wrong_answer_changes_only_the_final_number():

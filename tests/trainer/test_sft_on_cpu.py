@@ -5,23 +5,12 @@ import os
 
 import pandas as pd
 import pytest
-import ray
 import torch
 from hydra import compose, initialize_config_dir
 
+from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_sft import load_config, run
 from verl_lite.trainer.sft.config import EMBEDDED_DATA, EMBEDDED_MODEL
-
-CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs"))
-
-
-@pytest.fixture(scope="module")
-def ray_8cpu():
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=8, object_store_memory=300 * 1024**2, include_dashboard=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
