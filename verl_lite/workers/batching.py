@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 from tensordict import TensorDictBase
 
+from verl_lite.workers.config import UpdateBatchingConfig
 from verl_lite.workers.sequences import build_model_inputs, split_micro_batches
 
 # Per-token fields that are laid out like the response (right-padded to the response width).
@@ -82,11 +83,11 @@ def mini_batches(num_rows: int, mini_batch_size: int, shuffle: bool, seed: int) 
 
 
 def update_passes(
-    batch: RowBatch, cfg: Any, extra_info: dict[str, Any], dp_size: int
+    batch: RowBatch, cfg: UpdateBatchingConfig, extra_info: dict[str, Any], dp_size: int
 ) -> Iterator[tuple[list[dict[str, torch.Tensor]], dict[str, float]]]:
     """The micro-batches of each optimizer step of a PPO-style update, with the loss-aggregation counts.
 
-    ``cfg`` (actor or critic section) gives ``ppo_epochs``, ``ppo_mini_batch_size`` (in prompts; each
+    ``cfg`` (the actor's or the critic's section) gives ``ppo_epochs``, ``ppo_mini_batch_size`` (in prompts; each
     prompt brought ``extra_info["samples_per_prompt"]`` trajectories), ``shuffle`` (seeded by
     ``extra_info["global_steps"]`` and the epoch) and the micro-batch size or token budget. Yields one
     ``(micro_batches, agg)`` per mini-batch; ``agg`` holds the global token/sequence counts and

@@ -62,8 +62,8 @@ class EngineConfig:
 
 
 @dataclass
-class ActorConfig:
-    """PPO policy update: batch geometry, loss and regularisers."""
+class UpdateBatchingConfig:
+    """How a PPO-style update cuts a step's rows: epochs, mini-batches, micro-batches (actor and critic)."""
 
     # Prompts per optimizer step over all data-parallel ranks (each brings rollout.n trajectories).
     ppo_mini_batch_size: int = 16
@@ -77,6 +77,12 @@ class ActorConfig:
     ppo_epochs: int = 1
     # Shuffle rows before cutting mini-batches (seeded by the global step).
     shuffle: bool = True
+
+
+@dataclass
+class ActorConfig(UpdateBatchingConfig):
+    """PPO policy update: batch geometry (inherited), loss and regularisers."""
+
     # auto: skip the old-log-prob forward when the update is one on-policy pass; recompute: always run it.
     old_log_prob: str = "auto"
     # Rows per forward when computing log-probs (old and reference) on one rank.
@@ -103,15 +109,9 @@ class ActorConfig:
 
 
 @dataclass
-class CriticConfig:
-    """Value model update."""
+class CriticConfig(UpdateBatchingConfig):
+    """Value model update: batch geometry (inherited) and the clipped value loss."""
 
-    ppo_mini_batch_size: int = 16
-    ppo_micro_batch_size_per_gpu: int = 4
-    use_dynamic_bsz: bool = False
-    ppo_max_token_len_per_gpu: int = 16384
-    ppo_epochs: int = 1
-    shuffle: bool = True
     # Value clipping range around the old values.
     cliprange_value: float = 0.5
     loss_agg_mode: str = "token-mean"
