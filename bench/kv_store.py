@@ -83,7 +83,7 @@ def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[s
         out = ray.get(ray.put(arrays))
         raw_s = time.perf_counter() - start
         start = time.perf_counter()  # the store's fixed cost: one round trip to its units
-        ray.get([unit.describe.remote() for unit in client.units])
+        client.ping()
         rtt_s = time.perf_counter() - start
         assert out["input_ids"].shape == (rows, SEQ_LEN)
         del out
@@ -127,8 +127,8 @@ def print_throughput(results: list[dict[str, float]], units: int) -> None:
             f"{r['rtt_ms']:>9.2f}"
         )
     print(
-        "(target KV/raw >= 0.7; unit RTT = a no-op call to every unit: a put and a get each cost at "
-        "least one on top of raw's ray.put/ray.get)"
+        "(target KV/raw >= 0.7; unit RTT = an empty request to every unit over the store's socket "
+        "channel: a put and a get each cost at least one on top of raw's ray.put/ray.get)"
     )
 
 

@@ -1,20 +1,28 @@
 """Read and write keys of the KV store, talking to the storage units directly (sync and asyncio).
 
-Every operation is written once, as a generator that yields the Ray object references it waits
-for and receives their values; :class:`KVClient` resolves them with ``ray.get`` and
-:class:`AsyncKVClient` with ``await`` (for asyncio code such as rollout workers). Tensors cross
-processes as numpy columns (Ray's zero-copy path). A put writes its columns once, as one object
-in the object store, and sends every unit holding some of its keys that object's reference plus
-its keys, tags and per-row sizes (one call per unit); small puts travel inside the calls. A get
-asks each unit where its keys' rows are, maps each stored object once (zero-copy on the same
-node) and returns views when a field's rows are one run of one put, else gathers them once.
+Every operation is written once, as a generator that yields what it waits for, requests to
+units (:class:`_Calls`, sent over the channel, ``verl_lite.kv.channel``) or Ray object
+references, and receives their values; :class:`KVClient` resolves them blocking and
+:class:`AsyncKVClient` with ``await`` (for asyncio code such as rollout workers).
+
+Tensors cross processes as numpy columns (Ray's zero-copy path). A put writes its columns once,
+as one object in the object store, and registers its keys, tags and per-row sizes with every
+unit holding some of them (one request per unit, sent together); the object's reference follows
+to those units through Ray on a background thread, off the put's path. Small puts travel inside
+the requests. A get asks each unit where its keys' rows are, maps each stored object once
+(zero-copy on the same node; references come from the client's cache, else from the unit) and
+returns views when a field's rows are one run of one put, else gathers them once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import queue
 import socket
+import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -26,19 +34,38 @@ from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from tensordict import TensorDict, TensorDictBase
 
 from verl_lite.kv.batches import Source, assemble_field, build_tensordict, columns_of
+from verl_lite.kv.channel import UnitChannel
 from verl_lite.kv.columns import cell_nbytes, schema_of, take_rows
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVFieldError, KVSchemaError, KVStoreClosedError, KVStoreError, preview
 from verl_lite.kv.keys import unit_of_keys
 from verl_lite.kv.meta import KVBatchMeta
-from verl_lite.kv.wire import compact, decode, encode, split, unpack_cells
+from verl_lite.kv.wire import compact, decode, encode, unpack_cells
 
-Op = Generator[list, list, Any]
-"""An operation: yields a list of object refs, is sent their values, returns the result."""
+Op = Generator[Any, list, Any]
+"""An operation: yields ``_Calls`` or a list of object refs, is sent their values, returns the result."""
 
-# Puts smaller than this travel inside the unit calls and stay in the units' heaps (Ray inlines
-# arguments under ~100 KB); larger ones become one object in the object store.
+
+@dataclass
+class _Calls:
+    """Requests for units over the channel: ``(unit, method, args)`` each.
+
+    ``meanwhile`` runs while the units work (a put copies its columns into the object store
+    then); its outcome is left in ``outcome`` as ``(ok, value or error)``. With
+    ``keep_errors`` the driver returns ``(ok, value)`` per request instead of raising.
+    """
+
+    requests: list[tuple[int, str, tuple]]
+    meanwhile: Any = None
+    keep_errors: bool = False
+    outcome: tuple[bool, Any] | None = None
+
+
+# Puts smaller than this travel inside the requests and stay in the units' heaps; larger ones
+# become one object in the object store (a ray.put costs ~2 ms of fixed work here).
 _INLINE_BYTES = 64 * 1024
+# Stored objects whose references a client keeps, most recently used first (units report drops).
+_REFERENCE_CACHE = 8
 # Stores shut down from this process; their clients fail fast instead of calling dead actors.
 _CLOSED_STORES: set[str] = set()
 # Key lists whose checks and unit grouping a client remembers (hashing 8k keys costs ~1 ms).
@@ -67,29 +94,40 @@ class _KVOps:
         units: list,
         config: KVStoreConfig,
         store_id: str,
+        unit_info: list[dict],
         name: str | None = None,
-        unit_nodes: list[str] | None = None,
     ):
         self.units = list(units)
         self.config = config
         self.store_id = store_id
-        self.unit_nodes = list(unit_nodes) if unit_nodes is not None else [None] * len(self.units)
+        self.unit_info = list(unit_info)
         self.name = name or config.client_name or default_client_name()
+        self.channel = UnitChannel([info["address"] for info in unit_info], unit_info[0]["secret"])
+        self._reset_process_state()
+
+    def _reset_process_state(self) -> None:
         self._node_id: str | None = None
         # The last few key lists this client routed: workers read and then write the same keys.
         self._routes: OrderedDict[tuple, _Route] = OrderedDict()
+        # References of stored objects this process put or read recently, by token.
+        self._references: OrderedDict[bytes, Any] = OrderedDict()
+        self._references_lock = threading.Lock()
+        # Per unit: its drop counter when this client last heard from it (None: never).
+        self._seen: list[int | None] = [None] * len(self.units)
+        self._token_prefix = os.urandom(8)
+        self._tokens = itertools.count(1)  # next() is atomic: threads may share a client
 
     def __getstate__(self) -> dict:
-        # A client shipped to another process reports under that process's default name.
-        state = dict(self.__dict__)
+        # A client shipped to another process reports under that process's default name and
+        # starts with empty caches there.
+        state = {k: self.__dict__[k] for k in ("units", "config", "store_id", "unit_info", "channel")}
         state["name"] = None
-        state["_node_id"] = None
-        state["_routes"] = OrderedDict()
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.name = self.config.client_name or default_client_name()
+        self._reset_process_state()
 
     @property
     def node_id(self) -> str:
@@ -166,16 +204,15 @@ class _KVOps:
                 raise KVSchemaError(f"kv_batch_put: got {len(keys)} keys but the fields have {rows} rows.")
             columns = columns_of(fields)
         specs = {name: (schema_of(col), cell_nbytes(col)) for name, col in columns.items()}
-        refs = None
-        if columns and _nbytes(columns) >= _INLINE_BYTES:
-            # One object for the whole put, shared by every unit that holds some of its keys.
-            refs = [ray.put(columns)]
-        calls = []
+        # Above the inline size the columns become one object, shared by every unit that holds
+        # some of the keys; the units register it under a token while ray.put copies it.
+        token = self._new_token() if columns and _nbytes(columns) >= _INLINE_BYTES else None
+        requests = []
         for u, unit_keys, positions in groups:
             whole = len(groups) == 1
             unit_specs = specs if whole else {n: (s, _rows_of(b, positions)) for n, (s, b) in specs.items()}
-            if refs is not None:
-                chunk = ("ref", None if whole else compact(positions), self.node_id)
+            if token is not None:
+                chunk = ("ref", None if whole else compact(positions), self.node_id, token)
             elif columns:
                 chunk = (
                     "inline",
@@ -184,10 +221,27 @@ class _KVOps:
             else:
                 chunk = None
             unit_tags = None if tags is None else [tags[i] for i in positions.tolist()]
-            request = encode((partition_id, unit_keys, unit_tags, unit_specs, chunk, self.name))
-            calls.append(self.units[u].put.remote(refs, *split(request)))
-        replies = yield calls
-        return _meta_from_replies(keys, partition_id, groups, [decode(r) for r in replies])
+            requests.append((u, "put", (partition_id, unit_keys, unit_tags, unit_specs, chunk, self.name)))
+        calls = _Calls(
+            requests, meanwhile=(lambda: ray.put(columns)) if token is not None else None, keep_errors=True
+        )
+        results = yield calls
+        registered = [u for (u, _, _), (ok, _) in zip(groups, results) if ok]
+        if token is not None:
+            stored, ref = calls.outcome
+            if not stored:  # the copy failed: the units must not wait for an object that never comes
+                if registered:
+                    yield _Calls(
+                        [(u, "abandon", (token, f"{type(ref).__name__}: {ref}")) for u in registered]
+                    )
+                raise ref
+            self._remember(token, ref)
+            for u in registered:
+                _HANDOVER.send(self.units[u], token, ref)
+        for ok, value in results:
+            if not ok:
+                raise value
+        return _meta_from_replies(keys, partition_id, groups, [value for _, value in results])
 
     def _op_get(
         self,
@@ -204,22 +258,33 @@ class _KVOps:
         if not keys:
             return TensorDict({}, batch_size=[0])
         fields = None if select_fields is None else list(select_fields)
-        answers = yield [
-            self.units[u].get.remote(
-                *split(encode((partition_id, unit_keys, fields, self.name, self.node_id)))
-            )
-            for u, unit_keys, _ in groups
-        ]
-        replies = [decode(blob) for blob, _, _ in answers]
+        replies = yield _Calls(
+            [
+                (u, "get", (partition_id, unit_keys, fields, self.name, self.node_id))
+                for u, unit_keys, _ in groups
+            ]
+        )
         names = _field_names(fields, keys, groups, replies)
-        # Units holding keys of the same put answer with the same object: fetch each one once.
-        refs = list(dict.fromkeys(ref for _, unit_refs, _ in answers for ref in unit_refs))
-        fetched = dict(zip(refs, (yield refs)))
+        # Units holding keys of the same put name the same object: fetch each one once.
+        wanted = {token: i for i, reply in enumerate(replies) for token in reply["objects"].values()}
+        references = self._cached(wanted)
+        missing: dict[int, list[bytes]] = {}
+        for token, i in wanted.items():
+            if token not in references:
+                missing.setdefault(groups[i][0], []).append(token)
+        if missing:
+            handed = yield [self.units[u].refs.remote(tokens) for u, tokens in missing.items()]
+            for tokens, refs in zip(missing.values(), handed):
+                for token, ref in zip(tokens, refs):
+                    references[token] = ref
+                    self._remember(token, ref)
+        tokens = list(wanted)
+        fetched = dict(zip(tokens, (yield [references[token] for token in tokens])))
         chunks = {}
-        for i, (reply, (_, unit_refs, by_value)) in enumerate(zip(replies, answers)):
+        for i, reply in enumerate(replies):
             reply["cells"] = unpack_cells(reply["cells"])
-            chunks.update(((i, cid), fetched[unit_refs[k]]) for cid, k in reply["chunks"].items())
-            chunks.update(((i, cid), columns) for cid, columns in by_value.items())
+            chunks.update(((i, cid), fetched[token]) for cid, token in reply["objects"].items())
+            chunks.update(((i, cid), columns) for cid, columns in reply["values"].items())
         outputs: dict[str, object] = {}
         for name in names:
             sources = _sources(name, groups, replies, chunks)
@@ -234,37 +299,39 @@ class _KVOps:
         keys, groups = route.keys, route.groups
         if len(tags) != len(keys):
             raise KVSchemaError(f"kv_update_tags: got {len(keys)} keys but {len(tags)} tags.")
-        replies = yield [
-            self.units[u].update_tags.remote(
-                *split(encode((partition_id, unit_keys, [tags[i] for i in pos.tolist()])))
-            )
-            for u, unit_keys, pos in groups
-        ]
-        return _meta_from_replies(keys, partition_id, groups, [decode(r) for r in replies])
+        replies = yield _Calls(
+            [
+                (u, "update_tags", (partition_id, unit_keys, [tags[i] for i in pos.tolist()]))
+                for u, unit_keys, pos in groups
+            ]
+        )
+        return _meta_from_replies(keys, partition_id, groups, replies)
 
     def _op_clear(self, keys: Sequence[str] | None, partition_id: str) -> Op:
         self._check_open("kv_clear")
         if keys is None:
-            counts = yield [unit.clear.remote(partition_id) for unit in self.units]
+            counts = yield _Calls([(u, "clear", (partition_id, None)) for u in range(len(self.units))])
         else:
             groups = self._route(keys, "kv_clear", unique=False).groups
-            counts = yield [
-                self.units[u].clear.remote(partition_id, *split(unit_keys)) for u, unit_keys, _ in groups
-            ]
+            counts = yield _Calls([(u, "clear", (partition_id, unit_keys)) for u, unit_keys, _ in groups])
         return int(sum(counts))
 
     def _op_list(self, partition_id: str | None, method: str) -> Op:
         self._check_open("kv_list")
-        parts = yield [getattr(unit, method).remote(partition_id) for unit in self.units]
+        parts = yield _Calls([(u, method, (partition_id,)) for u in range(len(self.units))])
         merged: dict[str, dict] = {} if partition_id is None else {partition_id: {}}
         for part in parts:
             for pid, entries in part.items():
                 merged.setdefault(pid, {}).update(entries)
         return merged
 
+    def _op_ping(self) -> Op:
+        self._check_open("ping")
+        yield _Calls([(u, "ping", ()) for u in range(len(self.units))])
+
     def _op_stats(self) -> Op:
         self._check_open("stats")
-        units = yield [unit.stats.remote() for unit in self.units]
+        units = yield _Calls([(u, "stats", ()) for u in range(len(self.units))])
         partitions: dict[str, dict[str, int]] = {}
         io: dict[str, dict[str, int]] = {}
         for unit in units:
@@ -277,6 +344,87 @@ class _KVOps:
                 for name, value in counters.items():
                     total[name] = total.get(name, 0) + value
         return {"partitions": partitions, "io": io, "units": units}
+
+    # ------------------------------------------------------------------------ units and caches
+    def _run(self, op: Op) -> Any:
+        """Drive ``op`` blocking: channel requests, then ``ray.get`` for object references."""
+        return _drive(
+            op, lambda pending: self._call_units(pending) if isinstance(pending, _Calls) else _get(pending)
+        )
+
+    async def _arun(self, op: Op) -> Any:
+        """Drive ``op`` without blocking the event loop (channel requests on a worker thread)."""
+        loop = asyncio.get_running_loop()
+        try:
+            pending = next(op)
+            while True:
+                if isinstance(pending, _Calls):
+                    values = await loop.run_in_executor(None, self._call_units, pending)
+                elif pending:
+                    try:
+                        values = list(await asyncio.gather(*pending))
+                    except (RayTaskError, RayActorError, ObjectLostError) as err:
+                        raise _unwrap(err) from None
+                else:
+                    values = []
+                pending = op.send(values)
+        except StopIteration as done:
+            return done.value
+
+    def _call_units(self, calls: _Calls) -> list:
+        """Send ``calls`` over the channel and return their values (raising the first unit error
+        unless ``calls.keep_errors``)."""
+        payloads = [(u, encode((method, args, self._seen[u]))) for u, method, args in calls.requests]
+        meanwhile = None
+        if calls.meanwhile is not None:
+
+            def meanwhile() -> None:
+                try:
+                    calls.outcome = (True, calls.meanwhile())
+                except Exception as err:  # noqa: BLE001 - the operation decides what to do
+                    calls.outcome = (False, err)
+
+        blobs, _ = self.channel.call(payloads, meanwhile)
+        results = []
+        for (u, _), blob in zip(payloads, blobs):
+            ok, value, seq, dropped = decode(blob)
+            self._forget(u, seq, dropped)
+            results.append((ok, value))
+        if calls.keep_errors:
+            return results
+        for ok, value in results:
+            if not ok:
+                raise value
+        return [value for _, value in results]
+
+    def _new_token(self) -> bytes:
+        """A process-unique id for a stored object (the units know it before Ray names it)."""
+        return self._token_prefix + next(self._tokens).to_bytes(8, "little")
+
+    def _remember(self, token: bytes, ref: Any) -> None:
+        with self._references_lock:
+            self._references[token] = ref
+            self._references.move_to_end(token)
+            while len(self._references) > _REFERENCE_CACHE:
+                self._references.popitem(last=False)
+
+    def _cached(self, tokens: dict[bytes, int]) -> dict[bytes, Any]:
+        with self._references_lock:
+            found = {token: self._references[token] for token in tokens if token in self._references}
+            for token in found:
+                self._references.move_to_end(token)
+        return found
+
+    def _forget(self, unit: int, seq: int, dropped: list[bytes] | None) -> None:
+        """Let go of references to objects ``unit`` dropped (every one when it cannot tell)."""
+        with self._references_lock:
+            if dropped is None:
+                self._references.clear()
+            else:
+                for token in dropped:
+                    self._references.pop(token, None)
+            seen = self._seen[unit]
+            self._seen[unit] = seq if seen is None else max(seen, seq)
 
 
 class KVClient(_KVOps):
@@ -298,7 +446,7 @@ class KVClient(_KVOps):
             A ``KVBatchMeta`` with the keys, the fields all of them now hold and, when ``tags``
             were given, the keys' merged tags (empty dicts otherwise; read tags with ``kv_list``).
         """
-        return _run(self._op_put(keys, partition_id, fields, tags))
+        return self._run(self._op_put(keys, partition_id, fields, tags))
 
     def kv_batch_get(
         self,
@@ -320,35 +468,39 @@ class KVClient(_KVOps):
         changes what every reader sees. Other reads gather the rows into fresh tensors. Pass
         ``copy=True`` for private, writable tensors in every case.
         """
-        return _run(self._op_get(keys, partition_id, select_fields, padded, pad_value, copy))
+        return self._run(self._op_get(keys, partition_id, select_fields, padded, pad_value, copy))
 
     def kv_list(self, partition_id: str | None = None) -> dict[str, dict[str, dict]]:
         """``{partition: {key: tag}}`` for one partition or all; reads tags only, never fields."""
-        return _run(self._op_list(partition_id, "list_tags"))
+        return self._run(self._op_list(partition_id, "list_tags"))
 
     def kv_field_names(self, partition_id: str | None = None) -> dict[str, dict[str, list[str]]]:
         """``{partition: {key: [field, ...]}}``: which fields each key holds."""
-        return _run(self._op_list(partition_id, "field_names"))
+        return self._run(self._op_list(partition_id, "field_names"))
 
     def kv_update_tags(self, keys: Sequence[str], partition_id: str, tags: Sequence[dict]) -> KVBatchMeta:
         """Merge ``tags`` into the tags of existing ``keys`` (a missing key raises ``KVKeyError``)."""
-        return _run(self._op_update_tags(keys, partition_id, tags))
+        return self._run(self._op_update_tags(keys, partition_id, tags))
 
     def kv_clear(self, keys: Sequence[str] | None, partition_id: str) -> int:
         """Delete ``keys`` (every key of the partition when ``None``); returns how many existed."""
-        return _run(self._op_clear(keys, partition_id))
+        return self._run(self._op_clear(keys, partition_id))
 
     def stats(self) -> dict:
         """Keys and bytes per partition (``partitions``), per-client I/O (``io``) and per unit (``units``)."""
-        return _run(self._op_stats())
+        return self._run(self._op_stats())
 
     def io_accounting(self) -> dict[str, dict[str, int]]:
         """Tensor bytes written and read (and put/get calls) per client name, summed over units."""
         return self.stats()["io"]
 
+    def ping(self) -> None:
+        """One empty round trip to every unit (a health check; ``bench/kv_store.py`` times it)."""
+        self._run(self._op_ping())
+
     def as_async(self) -> AsyncKVClient:
         """An asyncio client of the same store under the same name."""
-        return AsyncKVClient(self.units, self.config, self.store_id, self.name, self.unit_nodes)
+        return AsyncKVClient(self.units, self.config, self.store_id, self.unit_info, self.name)
 
 
 class AsyncKVClient(_KVOps):
@@ -362,7 +514,7 @@ class AsyncKVClient(_KVOps):
         tags: Sequence[dict] | None = None,
     ) -> KVBatchMeta:
         """See :meth:`KVClient.kv_batch_put`."""
-        return await _arun(self._op_put(keys, partition_id, fields, tags))
+        return await self._arun(self._op_put(keys, partition_id, fields, tags))
 
     async def kv_batch_get(
         self,
@@ -374,54 +526,95 @@ class AsyncKVClient(_KVOps):
         copy: bool = False,
     ) -> TensorDict:
         """See :meth:`KVClient.kv_batch_get`."""
-        return await _arun(self._op_get(keys, partition_id, select_fields, padded, pad_value, copy))
+        return await self._arun(self._op_get(keys, partition_id, select_fields, padded, pad_value, copy))
 
     async def kv_list(self, partition_id: str | None = None) -> dict[str, dict[str, dict]]:
         """See :meth:`KVClient.kv_list`."""
-        return await _arun(self._op_list(partition_id, "list_tags"))
+        return await self._arun(self._op_list(partition_id, "list_tags"))
 
     async def kv_field_names(self, partition_id: str | None = None) -> dict[str, dict[str, list[str]]]:
         """See :meth:`KVClient.kv_field_names`."""
-        return await _arun(self._op_list(partition_id, "field_names"))
+        return await self._arun(self._op_list(partition_id, "field_names"))
 
     async def kv_update_tags(
         self, keys: Sequence[str], partition_id: str, tags: Sequence[dict]
     ) -> KVBatchMeta:
         """See :meth:`KVClient.kv_update_tags`."""
-        return await _arun(self._op_update_tags(keys, partition_id, tags))
+        return await self._arun(self._op_update_tags(keys, partition_id, tags))
 
     async def kv_clear(self, keys: Sequence[str] | None, partition_id: str) -> int:
         """See :meth:`KVClient.kv_clear`."""
-        return await _arun(self._op_clear(keys, partition_id))
+        return await self._arun(self._op_clear(keys, partition_id))
 
     async def stats(self) -> dict:
         """See :meth:`KVClient.stats`."""
-        return await _arun(self._op_stats())
+        return await self._arun(self._op_stats())
 
 
 # ------------------------------------------------------------------------------------ drivers
-def _run(op: Op) -> Any:
-    """Drive ``op`` to completion with blocking ``ray.get``."""
-    try:
-        refs = next(op)
+class _Handover:
+    """Hands the references of this process's stored objects to the units, on a daemon thread.
+
+    A put registers its object with the units over the channel and returns; the reference
+    (which only Ray can carry, so that the units keep the object alive) follows here, so the put
+    does not wait for a Ray call; until then the queue holds it. A Ray call costs ~1 ms of CPU
+    across processes, so hand-overs go out at most every ``interval_s``, batched per unit: a
+    lone put is handed over at once, a burst of puts in a few calls. (A reader in another
+    process that needs the reference before it arrives waits for it at the unit.)
+    """
+
+    def __init__(self, interval_s: float = 0.02) -> None:
+        self.interval_s = interval_s
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def send(self, unit: Any, token: bytes, ref: Any) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="kv-handover", daemon=True)
+                    self._thread.start()
+        self._queue.put((unit, (token, ref)))
+
+    def _run(self) -> None:
+        last = 0.0
         while True:
-            refs = op.send(_get(refs) if refs else [])
-    except StopIteration as done:
-        return done.value
+            first = self._queue.get()
+            wait = last + self.interval_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            last = time.monotonic()
+            self._send_queued(first)
+            del first  # hold no reference between batches
+
+    def _send_queued(self, first: tuple) -> None:
+        """Send ``first`` and everything queued behind it, one Ray call per unit."""
+        by_unit: dict[int, tuple[Any, list]] = {}
+        item: tuple | None = first
+        while item is not None:
+            unit, handed = item
+            by_unit.setdefault(id(unit), (unit, []))[1].append(handed)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                item = None
+        for unit, items in by_unit.values():
+            try:
+                unit.hold.remote(items)
+            except Exception:  # noqa: BLE001 - the store or Ray is gone: nothing to hand over
+                pass
 
 
-async def _arun(op: Op) -> Any:
-    """Drive ``op`` to completion, awaiting the object refs (the event loop stays free)."""
+_HANDOVER = _Handover()
+
+
+def _drive(op: Op, resolve) -> Any:
+    """Drive ``op`` to completion, resolving what it yields with ``resolve``."""
     try:
-        refs = next(op)
+        pending = next(op)
         while True:
-            values = []
-            if refs:
-                try:
-                    values = list(await asyncio.gather(*refs))
-                except (RayTaskError, RayActorError, ObjectLostError) as err:
-                    raise _unwrap(err) from None
-            refs = op.send(values)
+            pending = op.send(resolve(pending))
     except StopIteration as done:
         return done.value
 

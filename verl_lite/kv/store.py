@@ -14,6 +14,7 @@ from typing import Any
 
 import ray
 
+from verl_lite.kv.channel import new_secret
 from verl_lite.kv.client import _CLOSED_STORES, KVClient
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVStoreClosedError, KVStoreError
@@ -39,6 +40,7 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
             "call shutdown_kv_store() first or choose another kv.name_prefix."
         )
     store_id = uuid.uuid4().hex
+    secret = new_secret()  # for the units' socket channel; clients receive it through Ray
     actor_cls = ray.remote(StorageUnit)
     units = [
         actor_cls.options(
@@ -46,11 +48,12 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
             num_cpus=0,
             # On a cluster the units land on different nodes, spreading memory and request load.
             scheduling_strategy="SPREAD",
-        ).remote(i, cfg.num_storage_units, store_id, asdict(cfg))
+        ).remote(i, cfg.num_storage_units, store_id, asdict(cfg), secret)
         for i in range(cfg.num_storage_units)
     ]
-    nodes = [info["node_id"] for info in ray.get([unit.describe.remote() for unit in units])]
-    client = KVClient(units, cfg, store_id, name=client_name, unit_nodes=nodes)
+    client = KVClient(
+        units, cfg, store_id, ray.get([unit.describe.remote() for unit in units]), name=client_name
+    )
     _CLIENTS[(cfg.name_prefix, client_name)] = client
     return client
 
@@ -73,8 +76,8 @@ def get_kv_client(name: str | None = None, *, name_prefix: str = KVStoreConfig.n
         return cached
     cfg = KVStoreConfig.from_any(info["config"])
     units = [unit0] + [ray.get_actor(cfg.unit_name(i)) for i in range(1, info["num_units"])]
-    nodes = [info["node_id"]] + [d["node_id"] for d in ray.get([u.describe.remote() for u in units[1:]])]
-    client = KVClient(units, cfg, info["store_id"], name=name, unit_nodes=nodes)
+    infos = [info] + ray.get([u.describe.remote() for u in units[1:]])
+    client = KVClient(units, cfg, info["store_id"], infos, name=name)
     _CLIENTS[(name_prefix, name)] = client
     return client
 

@@ -5,9 +5,17 @@ lives: ``(chunk, row)``. Field data never passes through it. A put of tensors of
 object in Ray's object store, written once by the writer (``ray.put``) and *shared* by every
 unit that holds keys of that put: each unit keeps a reference to the object plus the rows it
 owns, so the object is freed by Ray once the last unit has dropped it (``kv_clear``, overwrites).
-A get answers with those references and row indices; a reader on the object's node maps it
+A get answers with the objects' tokens and row indices; a reader on the object's node maps it
 zero-copy, a reader on another node receives just its rows by value. Small puts (under
-``client._INLINE_BYTES``) travel inside the call and stay in the unit's heap.
+``client._INLINE_BYTES``) travel inside the request and stay in the unit's heap.
+
+Clients call the unit over its socket channel (``verl_lite.kv.channel``): requests are handled
+one at a time on the actor's event loop, so each sees and changes the state atomically. Object
+references cannot travel over a socket, so they take Ray: the writer registers a put over the
+channel under a token of its own while it copies the data (``ray.put``), then hands the
+reference over with :meth:`hold`, off its critical path; a reader that does not hold the reference yet asks :meth:`refs` for it,
+which waits for the hand-over when needed. Clients cache references, and every reply tells the
+caller which objects the unit dropped since its last call, so caches never pin freed rows.
 
 Ray objects belong to the process that put them (Ray 2.56 removed ``ray.put(_owner=...)``, the
 only way to hand one to the unit without copying it): a writer's rows outlive it only until Ray
@@ -22,30 +30,42 @@ tensor bytes were written and read (from the metadata).
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from itertools import repeat
 from typing import Any
 
 import numpy as np
 import ray
 
+from verl_lite.kv.channel import serve
 from verl_lite.kv.columns import RowSchema, take_rows
-from verl_lite.kv.errors import KVFieldError, KVKeyError, KVSchemaError, preview
-from verl_lite.kv.wire import decode, encode, join, pack_cells
+from verl_lite.kv.errors import KVFieldError, KVKeyError, KVSchemaError, KVStoreError, preview
+from verl_lite.kv.wire import decode, encode, pack_cells
 
 _ABSENT = -1
 _MIN_SLOTS = 64
+# Tokens of dropped objects a unit remembers for clients' reference caches (older drops: "drop all").
+_DROP_LOG = 4096
+_GONE = "kv_batch_get: the rows were cleared or overwritten while being read; read them again."
+# How long a reader waits for a writer to hand a stored object's reference to the unit.
+_HANDOVER_TIMEOUT_S = 120.0
 
 
 class _Chunk:
-    """One put's columns: a reference into the object store (``ref``) or, for small puts, the
-    columns themselves (``data``), plus the node they live on and how many cells use them."""
+    """One put's columns: an object in the object store (named by its writer's ``token``; its
+    reference ``ref`` once the writer handed it over, ``ready`` set then, or ``failure`` if the
+    copy failed) or, for small puts, the columns themselves (``data``), plus the node they live
+    on and how many cells use them."""
 
-    __slots__ = ("ref", "data", "node_id", "nbytes", "live")
+    __slots__ = ("token", "ref", "failure", "ready", "data", "node_id", "nbytes", "live")
 
-    def __init__(self, ref: Any, data: dict | None, node_id: str | None, nbytes: int, live: int):
-        self.ref, self.data, self.node_id, self.nbytes, self.live = ref, data, node_id, nbytes, live
+    def __init__(self, token: bytes | None, data: dict | None, node_id: str | None, nbytes: int, live: int):
+        self.token, self.data, self.node_id, self.nbytes, self.live = token, data, node_id, nbytes, live
+        self.ref: Any = None
+        self.failure: str | None = None
+        self.ready = asyncio.Event() if token is not None else None
 
 
 class _Field:
@@ -116,64 +136,144 @@ class _Partition:
 
 
 class StorageUnit:
-    """Holds the keys that hash to unit ``index`` of a store; methods are called by ``KVClient``."""
+    """Holds the keys that hash to unit ``index`` of a store; clients call it through
+    ``verl_lite.kv.channel`` (see :meth:`_handle`), Ray methods do the rest."""
 
-    def __init__(self, index: int, num_units: int, store_id: str, config: dict):
+    def __init__(self, index: int, num_units: int, store_id: str, config: dict, secret: bytes):
         self.index, self.num_units, self.store_id, self.config = index, num_units, store_id, config
+        self._secret = secret
         self.node_id = ray.get_runtime_context().get_node_id()
         self._partitions: dict[str, _Partition] = {}
         self._chunks: dict[int, _Chunk] = {}
+        self._chunk_of_token: dict[bytes, int] = {}
         self._next_chunk = 0
         self._io: dict[str, Counter] = defaultdict(Counter)
+        self._drop_seq = 0
+        self._drops: deque[tuple[int, bytes]] = deque(maxlen=_DROP_LOG)
+        self._server: asyncio.Server | None = None
+        self._methods = {
+            "put": self._put,
+            "get": self._get,
+            "update_tags": self._update_tags,
+            "clear": self._clear,
+            "list_tags": self.list_tags,
+            "field_names": self.field_names,
+            "stats": self.stats,
+            "abandon": self._abandon,
+            "ping": lambda: None,
+        }
 
-    def describe(self) -> dict:
-        """Store identity, so ``get_kv_client`` in any process can rebuild a client."""
+    # ------------------------------------------------------------------------------ Ray methods
+    async def describe(self) -> dict:
+        """Store identity and the channel's address and secret, so ``get_kv_client`` in any
+        process of the job can rebuild a client (Ray carries the secret; the channel never does)."""
+        if self._server is None:
+            self._server = await serve(ray.util.get_node_ip_address(), self._secret, self._handle)
+        host, port = self._server.sockets[0].getsockname()[:2]
         return {
             "index": self.index,
             "num_units": self.num_units,
             "store_id": self.store_id,
             "config": self.config,
             "node_id": self.node_id,
+            "address": (host, port),
+            "secret": self._secret,
         }
 
+    async def hold(self, items: list[tuple[bytes, Any]]) -> None:
+        """Take ``(token, reference)`` of stored objects registered over the channel (a writer
+        hands them over after its put). A reference whose rows were dropped meanwhile is let go."""
+        for token, ref in items:
+            cid = self._chunk_of_token.get(token)
+            if cid is not None:
+                chunk = self._chunks[cid]
+                chunk.ref = ref
+                chunk.ready.set()
+
+    async def refs(self, tokens: list[bytes]) -> list:
+        """References of stored objects by token, waiting for their writers' hand-over if needed."""
+        chunks = []
+        for token in tokens:
+            cid = self._chunk_of_token.get(token)
+            if cid is None:
+                raise KVStoreError(_GONE)
+            chunks.append(self._chunks[cid])
+        return [await self._reference(chunk) for chunk in chunks]
+
+    def _abandon(self, token: bytes, reason: str) -> None:
+        """The writer could not store the object registered as ``token``: reads of its rows fail."""
+        cid = self._chunk_of_token.get(token)
+        if cid is not None:
+            chunk = self._chunks[cid]
+            chunk.failure = reason
+            chunk.ready.set()
+
+    # --------------------------------------------------------------------------------- channel
+    async def _handle(self, payload: bytes) -> bytes:
+        """Answer one channel request ``(method, args, since)`` with ``(ok, value, seq, dropped)``:
+        the caller learns which objects (tokens) the unit dropped after ``since`` (:meth:`_dropped`)."""
+        method = "request"
+        since = None
+        try:
+            method, args, since = decode(payload)
+            value = self._methods[method](*args)
+            if asyncio.iscoroutine(value):
+                value = await value
+            ok = True
+        except Exception as err:  # noqa: BLE001 - every failure goes back to the caller
+            ok, value = False, err
+        seq, dropped = self._dropped(since)
+        try:
+            return encode((ok, value, seq, dropped))
+        except Exception as err:  # noqa: BLE001 - a value or an error that does not pickle
+            what = f"unpicklable reply ({err})" if ok else f"{type(value).__name__}: {value}"
+            return encode(
+                (False, KVStoreError(f"storage unit {self.index}: {method} failed: {what}"), seq, dropped)
+            )
+
+    def _dropped(self, since: int | None) -> tuple[int, list[bytes] | None]:
+        """``(current drop counter, tokens of objects dropped after since)``; ``None`` when the log no
+        longer reaches back that far (the caller forgets every reference it got from this unit)."""
+        if since is None or since >= self._drop_seq:
+            return self._drop_seq, []
+        if not self._drops or self._drops[0][0] > since + 1:
+            return self._drop_seq, None
+        dropped = []
+        for seq, token in reversed(self._drops):
+            if seq <= since:
+                break
+            dropped.append(token)
+        return self._drop_seq, dropped
+
     # ----------------------------------------------------------------------------------- writes
-    def put(self, refs: list | None, *request: bytes) -> bytes:
-        """Create or extend keys: merge tags, (over)write fields (see :meth:`_put`).
-
-        Requests and replies are pickled (``verl_lite.kv.wire``), keys pickled on their own so
-        a client can reuse them; ``refs`` travels apart so Ray records the unit as a holder.
-        """
-        partition_id, keys, *rest = decode(join(request))
-        return encode(self._put(partition_id, decode(keys), *rest, refs))
-
     def _put(
         self,
         partition_id: str,
-        keys: list[str],
+        keys: bytes,
         tags: list[dict] | None,
         specs: dict[str, tuple[RowSchema, Any]],
         chunk: tuple | None,
         client: str,
-        refs: list | None,
     ) -> dict:
         """Create or extend ``keys``: merge tags, (over)write the fields in ``specs``.
 
         Args:
+            keys: the keys, pickled on their own (a client reuses them for the same key list).
             specs: field -> ``(row schema, bytes per row)`` (an int for equal rows, else an array
                 aligned with ``keys``): all the unit needs to know about the rows.
-            chunk: where the rows are: ``("ref", rows, node_id)`` for the object ``refs[0]``,
-                written on node ``node_id`` (``rows``: the row of each key in it, ``None`` for
-                ``0..len(keys)-1``), or ``("inline", columns)`` (the keys' rows, kept here);
-                ``None`` for a tags-only put.
-            refs: ``[ref]`` for a ``"ref"`` chunk; passed inside a list, so Ray hands the unit
-                the reference (recording it as a holder) instead of the value.
+            chunk: where the rows are: ``("ref", rows, node_id, token)`` for the object the
+                writer names ``token``, written on node ``node_id`` (``rows``: the row of each
+                key in it, ``None`` for ``0..len(keys)-1``; its reference follows through
+                :meth:`hold`), or
+                ``("inline", columns)`` (the keys' rows, kept here); ``None`` for a tags-only put.
         """
+        keys = decode(keys)
         self._io[client]["puts"] += 1
         part = self._partitions.get(partition_id)
         new_schemas = self._check_schema(part, partition_id, keys, specs)
         if part is None:
             part = self._partitions[partition_id] = _Partition()
-        chunk_id, rows = self._add_chunk(keys, specs, chunk, refs, client)
+        chunk_id, rows = self._add_chunk(keys, specs, chunk, client)
         slots = np.fromiter(map(part.slots.get, keys, repeat(_ABSENT)), dtype=np.int64, count=len(keys))
         new = slots == _ABSENT
         all_new = bool(new.all())
@@ -210,13 +310,9 @@ class StorageUnit:
             "fields": fields,
         }
 
-    def update_tags(self, *request: bytes) -> bytes:
-        """Merge tags into the tags of existing keys (no field changes); ``request``: pickled
-        ``(partition_id, pickled keys, tags)``."""
-        partition_id, keys, tags = decode(join(request))
-        return encode(self._update_tags(partition_id, decode(keys), tags))
-
-    def _update_tags(self, partition_id: str, keys: list[str], tags: list[dict]) -> dict:
+    def _update_tags(self, partition_id: str, keys: bytes, tags: list[dict]) -> dict:
+        """Merge tags into the tags of existing keys (pickled); no field changes."""
+        keys = decode(keys)
         part, slots = self._existing(partition_id, keys, "kv_update_tags")
         part.merge_tags(slots.tolist(), tags)
         present = part.present(slots)
@@ -225,9 +321,9 @@ class StorageUnit:
             "fields": [n for n, m in present.items() if m.all()],
         }
 
-    def clear(self, partition_id: str, *keys: bytes) -> int:
-        """Delete keys (pickled; every key of the partition when none are given); missing keys are ignored."""
-        keys = decode(join(keys)) if keys else None
+    def _clear(self, partition_id: str, keys: bytes | None) -> int:
+        """Delete keys (pickled; every key of the partition when ``None``); missing keys are ignored."""
+        keys = decode(keys) if keys is not None else None
         part = self._partitions.get(partition_id)
         if part is None:
             return 0
@@ -262,22 +358,14 @@ class StorageUnit:
         return len(removed)
 
     # ------------------------------------------------------------------------------------ reads
-    def get(self, *request: bytes) -> tuple[bytes, list, dict]:
-        """Where the requested rows are: ``(reply, object refs, rows by value)`` (see :meth:`_get`)."""
-        partition_id, keys, *rest = decode(join(request))
-        reply = self._get(partition_id, decode(keys), *rest)
-        chunks = reply.pop("chunks")
-        refs = [c for c in chunks.values() if not isinstance(c, dict)]
-        index = {id(ref): i for i, ref in enumerate(refs)}
-        reply["chunks"] = {cid: index[id(c)] for cid, c in chunks.items() if not isinstance(c, dict)}
-        reply["cells"] = pack_cells(reply["cells"])
-        return encode(reply), refs, {cid: c for cid, c in chunks.items() if isinstance(c, dict)}
-
-    def _get(
-        self, partition_id: str, keys: list[str], fields: list[str] | None, client: str, node_id: str | None
+    async def _get(
+        self, partition_id: str, keys: bytes, fields: list[str] | None, client: str, node_id: str | None
     ) -> dict:
-        """Where the rows of ``fields`` for ``keys`` are: per field ``(chunk ids, rows)``, and the
-        chunks (object references for readers on the chunk's node, else the rows by value)."""
+        """Where the rows of ``fields`` for ``keys`` (pickled) are: per field ``(chunk ids, rows)``
+        (packed, see ``wire.pack_cells``), ``objects`` (chunk id -> object token, for a reader on the
+        object's node) and ``values`` (chunk id -> the requested rows, for small puts and readers
+        on other nodes; their cells are renumbered into those rows)."""
+        keys = decode(keys)
         part, slots = self._existing(partition_id, keys, "kv_batch_get")
         if fields is None:
             fields = self._common_fields(part, partition_id, keys, slots)
@@ -297,17 +385,16 @@ class StorageUnit:
         self._io[client]["bytes_read"] += nbytes
         self._io[client]["gets"] += 1
         needed = np.unique(np.concatenate([c for c, _ in cells.values()])).tolist() if cells else []
-        chunks: dict[int, Any] = {}
+        objects: dict[int, bytes] = {}
         by_value = []
         for cid in needed:
             chunk = self._chunks[cid]
-            if chunk.ref is not None and (node_id is None or node_id == chunk.node_id):
-                chunks[cid] = chunk.ref
+            if chunk.token is not None and (node_id is None or node_id == chunk.node_id):
+                objects[cid] = chunk.token
             else:
                 by_value.append(cid)
-        if by_value:
-            chunks.update(self._rows_by_value(cells, by_value))
-        return {"fields": list(fields), "cells": cells, "chunks": chunks}
+        values = await self._rows_by_value(cells, by_value) if by_value else {}
+        return {"fields": list(fields), "cells": pack_cells(cells), "objects": objects, "values": values}
 
     def list_tags(self, partition_id: str | None) -> dict[str, dict[str, dict]]:
         """``{partition: {key: tag}}`` for one partition (``{}`` if absent) or all of them."""
@@ -387,9 +474,7 @@ class StorageUnit:
                 )
         return new
 
-    def _add_chunk(
-        self, keys: list[str], specs: dict, chunk: tuple | None, refs: list | None, client: str
-    ) -> tuple[int, Any]:
+    def _add_chunk(self, keys: list[str], specs: dict, chunk: tuple | None, client: str) -> tuple[int, Any]:
         """Register a put's chunk; returns its id and the row of each key in it."""
         if chunk is None or not specs:
             return _ABSENT, 0
@@ -400,8 +485,9 @@ class StorageUnit:
         chunk_id = self._next_chunk
         self._next_chunk += 1
         if chunk[0] == "ref":
-            _, rows, node_id = chunk
-            self._chunks[chunk_id] = _Chunk(refs[0], None, node_id, nbytes, len(keys) * len(specs))
+            _, rows, node_id, token = chunk
+            self._chunks[chunk_id] = _Chunk(token, None, node_id, nbytes, len(keys) * len(specs))
+            self._chunk_of_token[token] = chunk_id
             rows = np.arange(len(keys), dtype=np.int64) if rows is None else rows
         else:
             self._chunks[chunk_id] = _Chunk(None, chunk[1], None, nbytes, len(keys) * len(specs))
@@ -419,11 +505,37 @@ class StorageUnit:
             chunk.live -= count
             if chunk.live <= 0:
                 del self._chunks[chunk_id]
+                if chunk.token is not None:
+                    del self._chunk_of_token[chunk.token]
+                    self._drop_seq += 1
+                    self._drops.append((self._drop_seq, chunk.token))
+                    chunk.ready.set()  # readers waiting for its reference learn it is gone
 
-    def _rows_by_value(self, cells: dict[str, tuple], wanted: list[int]) -> dict[int, dict]:
+    async def _reference(self, chunk: _Chunk) -> Any:
+        """The reference of a stored object, waiting for its writer to hand it over if needed."""
+        if not chunk.ready.is_set():
+            try:
+                await asyncio.wait_for(chunk.ready.wait(), _HANDOVER_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise KVStoreError(
+                    f"kv_batch_get: storage unit {self.index} never received the stored rows' object "
+                    f"from its writer within {_HANDOVER_TIMEOUT_S:.0f}s; the writing process probably "
+                    "died right after its put. Rewrite the rows."
+                ) from None
+        if chunk.failure is not None:
+            raise KVStoreError(
+                f"kv_batch_get: the put that wrote these rows failed ({chunk.failure}); rewrite them."
+            )
+        if chunk.ref is None:
+            raise KVStoreError(_GONE)
+        return chunk.ref
+
+    async def _rows_by_value(self, cells: dict[str, tuple], wanted: list[int]) -> dict[int, dict]:
         """The requested rows of chunks ``wanted``, by value, renumbering their cells in ``cells``."""
-        refs = [cid for cid in wanted if self._chunks[cid].data is None]
-        stored = dict(zip(refs, ray.get([self._chunks[cid].ref for cid in refs]))) if refs else {}
+        held = {cid: self._chunks[cid] for cid in wanted}
+        refs = [cid for cid, chunk in held.items() if chunk.data is None]
+        references = [await self._reference(held[cid]) for cid in refs]
+        stored = dict(zip(refs, await asyncio.gather(*references))) if refs else {}
         chunks: dict[int, dict] = {cid: {} for cid in wanted}
         for name, (chunk_ids, rows) in cells.items():
             new_rows = rows.copy()
@@ -431,7 +543,7 @@ class StorageUnit:
                 at = chunk_ids == cid
                 if not at.any():
                     continue
-                source = stored[cid] if cid in stored else self._chunks[cid].data
+                source = stored[cid] if cid in stored else held[cid].data
                 picked, new_rows[at] = np.unique(rows[at], return_inverse=True)
                 chunks[cid][name] = take_rows(source[name], picked)
             cells[name] = (chunk_ids, new_rows)

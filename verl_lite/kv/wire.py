@@ -1,10 +1,7 @@
-"""How client and storage units talk: one pickled request per call, object references beside it.
+"""What client and storage units send each other: pickled requests and replies, compact cells.
 
-Ray serialises every argument of an actor call on its own (and anything beyond plain lists and
-strings through cloudpickle), which costs more than the unit's work on a batch of keys. A request
-is therefore one ``pickle`` blob (the C pickler; cloudpickle only for values it cannot handle),
-sent as one or a few arguments (:func:`split`), while object references travel as a separate
-argument so that Ray tracks who holds them. Numpy-only, like the unit.
+A request or reply is one ``pickle`` blob (the C pickler; cloudpickle only for values it cannot
+handle), sent over the channel (``verl_lite.kv.channel``). Numpy-only, like the unit.
 """
 
 from __future__ import annotations
@@ -28,27 +25,6 @@ def encode(obj: Any) -> bytes:
 
 def decode(blob: bytes) -> Any:
     return pickle.loads(blob)
-
-
-def split(blob: bytes) -> list[bytes]:
-    """``blob`` as call arguments of at most 64 KB each, up to 512 KB in all.
-
-    Ray sends an argument under 100 KB inside the call and puts a larger one into the object
-    store first (~1.5 ms more per call, measured on Ray 2.60); several small ones stay inline.
-    Past ~512 KB the object store is the faster way, so the blob goes as one argument.
-    """
-    if len(blob) <= _PART_BYTES or len(blob) > _SPLIT_MAX_BYTES:
-        return [blob]
-    return [blob[i : i + _PART_BYTES] for i in range(0, len(blob), _PART_BYTES)]
-
-
-def join(parts: tuple[bytes, ...]) -> bytes:
-    """Inverse of :func:`split`."""
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-_PART_BYTES = 64 * 1024
-_SPLIT_MAX_BYTES = 512 * 1024
 
 
 def compact(index: np.ndarray) -> np.ndarray:
