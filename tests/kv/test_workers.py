@@ -1,5 +1,7 @@
 """Ray workers of the same job find the store by name and write to it concurrently, sync and async."""
 
+import asyncio
+
 import ray
 import torch
 from tensordict import TensorDict
@@ -46,6 +48,20 @@ class AsyncRollout:
         td = await client.kv_batch_get(keys, partition)
         return td["x"].tolist()
 
+    async def round_trip_large(self, partition: str, seed: int) -> bool:
+        """A put above the inline size (stored as one object, copied while the units register
+        it), read back by this actor and, concurrently, by a second coroutine."""
+        client = get_kv_client(name="async-rollout").as_async()
+        td = rows_of(seed, 512)
+        td["ids"] = torch.arange(512 * 64).view(512, 64)  # 256 KB
+        keys = [trajectory_key(f"big{seed}", s) for s in range(512)]
+        await client.kv_batch_put(keys, partition, fields=td)
+        reads = await asyncio.gather(*(client.kv_batch_get(keys, partition) for _ in range(2)))
+        return all(
+            torch.equal(r["ids"], td["ids"]) and torch.equal(r["old_log_probs"], td["old_log_probs"])
+            for r in reads
+        )
+
 
 def test_four_workers_write_concurrently_and_every_row_reads_back_exactly(kv_client, partition):
     writers = [Writer.remote() for _ in range(4)]
@@ -68,4 +84,7 @@ def test_async_client_in_an_asyncio_actor_reads_its_writes(kv_client, partition)
     assert ray.get(actor.run.remote(partition)) == [1.0, 2.0]
     assert kv_client.kv_list(partition)[partition]["a_1_0"] == {"status": "success"}
     assert kv_client.io_accounting()["async-rollout"]["gets"] >= 1
+    assert ray.get(actor.round_trip_large.remote(partition, 7))
+    keys = [trajectory_key("big7", s) for s in range(512)]
+    assert torch.equal(kv_client.kv_batch_get(keys, partition)["ids"], torch.arange(512 * 64).view(512, 64))
     ray.kill(actor)
