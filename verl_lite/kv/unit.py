@@ -150,7 +150,7 @@ class StorageUnit:
         self._io: dict[str, Counter] = defaultdict(Counter)
         self._drop_seq = 0
         self._drops: deque[tuple[int, bytes]] = deque(maxlen=_DROP_LOG)
-        self._server: asyncio.Server | None = None
+        self._serving: asyncio.Task | None = None  # starts the channel's server, once
         self._methods = {
             "put": self._put,
             "get": self._get,
@@ -167,9 +167,12 @@ class StorageUnit:
     async def describe(self) -> dict:
         """Store identity and the channel's address and secret, so ``get_kv_client`` in any
         process of the job can rebuild a client (Ray carries the secret; the channel never does)."""
-        if self._server is None:
-            self._server = await serve(ray.util.get_node_ip_address(), self._secret, self._handle)
-        host, port = self._server.sockets[0].getsockname()[:2]
+        if self._serving is None:  # concurrent first calls share one start
+            self._serving = asyncio.ensure_future(
+                serve(ray.util.get_node_ip_address(), self._secret, self._handle)
+            )
+        server = await self._serving
+        host, port = server.sockets[0].getsockname()[:2]
         return {
             "index": self.index,
             "num_units": self.num_units,
