@@ -23,7 +23,6 @@ import socket
 import struct
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from verl_lite.kv.errors import KVStoreClosedError
 
@@ -93,14 +92,11 @@ class UnitChannel:
         self.__init__(state["addresses"], state["secret"])
 
     def call(
-        self, requests: list[tuple[int, bytes]], meanwhile: Callable[[], Any] | None = None
-    ) -> tuple[list[bytes], Any]:
+        self, requests: list[tuple[int, bytes]], meanwhile: Callable[[], None] | None = None
+    ) -> list[bytes]:
         """Send ``(unit, payload)`` requests, run ``meanwhile()`` while the units work on them, and
-        return the replies' payloads (in order) and what ``meanwhile`` returned.
-
-        Replies are read even when ``meanwhile`` raises (then its error is raised), so the
-        connections stay in step.
-        """
+        return the replies' payloads, in order (read even when ``meanwhile`` raises, so the
+        connections stay in step)."""
         conns = self._connections()
         units = [u for u, _ in requests]
         try:
@@ -108,10 +104,10 @@ class UnitChannel:
                 conn = conns[unit] or self._connect(conns, unit)
                 conn.sendall(_HEADER.pack(len(payload)) + payload)
             try:
-                outcome, failure = (meanwhile() if meanwhile is not None else None), None
-            except Exception as err:  # noqa: BLE001 - raised after the replies are drained
-                outcome, failure = None, err
-            replies = [_recv(conns[unit]) for unit in units]
+                if meanwhile is not None:
+                    meanwhile()
+            finally:
+                replies = [_recv(conns[unit]) for unit in units]
         except OSError as err:
             # The stream's state is unknown after a failure: start over with fresh connections.
             self.close()
@@ -119,9 +115,7 @@ class UnitChannel:
                 f"a storage unit of the KV store is gone (the store was shut down or the unit died): "
                 f"lost the connection to unit(s) {sorted(set(units))} ({type(err).__name__}: {err})."
             ) from None
-        if failure is not None:
-            raise failure
-        return replies, outcome
+        return replies
 
     def close(self) -> None:
         """Close this thread's connections."""

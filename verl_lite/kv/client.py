@@ -348,9 +348,12 @@ class _KVOps:
     # ------------------------------------------------------------------------ units and caches
     def _run(self, op: Op) -> Any:
         """Drive ``op`` blocking: channel requests, then ``ray.get`` for object references."""
-        return _drive(
-            op, lambda pending: self._call_units(pending) if isinstance(pending, _Calls) else _get(pending)
-        )
+        try:
+            pending = next(op)
+            while True:
+                pending = op.send(self._call_units(pending) if isinstance(pending, _Calls) else _get(pending))
+        except StopIteration as done:
+            return done.value
 
     async def _arun(self, op: Op) -> Any:
         """Drive ``op`` without blocking the event loop (channel requests on a worker thread)."""
@@ -384,7 +387,7 @@ class _KVOps:
                 except Exception as err:  # noqa: BLE001 - the operation decides what to do
                     calls.outcome = (False, err)
 
-        blobs, _ = self.channel.call(payloads, meanwhile)
+        blobs = self.channel.call(payloads, meanwhile)
         results = []
         for (u, _), blob in zip(payloads, blobs):
             ok, value, seq, dropped = decode(blob)
@@ -607,16 +610,6 @@ class _Handover:
 
 
 _HANDOVER = _Handover()
-
-
-def _drive(op: Op, resolve) -> Any:
-    """Drive ``op`` to completion, resolving what it yields with ``resolve``."""
-    try:
-        pending = next(op)
-        while True:
-            pending = op.send(resolve(pending))
-    except StopIteration as done:
-        return done.value
 
 
 def _get(refs: list) -> list:
