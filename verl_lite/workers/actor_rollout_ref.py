@@ -13,6 +13,7 @@ from tensordict import TensorDict
 from verl_lite.algorithms import PolicyLossConfig, agg_loss, get_policy_loss_fn, kl_penalty, masked_mean
 from verl_lite.checkpoint_engine import get_checkpoint_engine
 from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_tag
+from verl_lite.protocol import to_jagged
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.utils.config import from_config
 from verl_lite.workers.advantage import compute_shard_advantages
@@ -20,7 +21,7 @@ from verl_lite.workers.batching import RowBatch, mean_metrics, rows_of, update_p
 from verl_lite.workers.config import ActorRolloutRefConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.rollout import get_rollout
-from verl_lite.workers.sequences import jagged, on_last_token, response_log_probs_and_entropy, unpad_rows
+from verl_lite.workers.sequences import on_last_token, response_log_probs_and_entropy, unpad_rows
 
 ROLES = ("actor", "rollout", "ref")
 # Fields generate_sequences writes for every trajectory (token_level_scores only with a reward manager).
@@ -282,13 +283,13 @@ class ActorRolloutRefWorker(Worker):
             )
         responses = [g.response_ids for g in generations]
         fields = {
-            "prompts": jagged([prompts[g.prompt_index] for g in generations]),
-            "responses": jagged(responses),
-            "response_mask": jagged([torch.ones(r.numel(), dtype=torch.int64) for r in responses]),
-            "rollout_log_probs": jagged([g.log_probs for g in generations]),
+            "prompts": to_jagged([prompts[g.prompt_index] for g in generations]),
+            "responses": to_jagged(responses),
+            "response_mask": to_jagged([torch.ones(r.numel(), dtype=torch.int64) for r in responses]),
+            "rollout_log_probs": to_jagged([g.log_probs for g in generations]),
         }
         if results[0] is not None:
-            fields["token_level_scores"] = jagged(
+            fields["token_level_scores"] = to_jagged(
                 [on_last_token(r.numel(), res["score"]) for r, res in zip(responses, results)]
             )
         out = self.kv.kv_batch_put(

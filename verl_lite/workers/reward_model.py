@@ -19,9 +19,10 @@ import torch
 from tensordict import TensorDict
 
 from verl_lite.kv import KVBatchMeta, get_kv_client
+from verl_lite.protocol import padded_from_jagged, to_jagged
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.workers.batching import rows_of
-from verl_lite.workers.sequences import jagged, on_last_token, split_micro_batches
+from verl_lite.workers.sequences import on_last_token, split_micro_batches
 
 # compute_rm_score leaves one (sum, count, max, min) of its rows' scores per rank in the returned meta.
 RM_STATS_PREFIX = "rm_score/rank"
@@ -57,17 +58,6 @@ def retokenize(
     )
     encoded = target(texts, add_special_tokens=False)["input_ids"]
     return [torch.tensor(ids, dtype=torch.long) for ids in encoded]
-
-
-def right_padded(rows: Sequence[torch.Tensor], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """``input_ids`` and ``attention_mask`` of shape (batch, longest row), padded on the right."""
-    width = max(1, max(int(r.numel()) for r in rows))
-    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, row in enumerate(rows):
-        input_ids[i, : row.numel()] = row
-        attention_mask[i, : row.numel()] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
 class RewardModelWorker(Worker):
@@ -123,8 +113,10 @@ class RewardModelWorker(Worker):
         for cut in split_micro_batches(
             [r.numel() for r in rows], self.config.reward_model.micro_batch_size_per_gpu
         ):
-            batch = right_padded([rows[i] for i in cut], self.pad_token_id)
-            logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits  # (mb, 1)
+            input_ids, mask = padded_from_jagged(to_jagged([rows[i] for i in cut]), self.pad_token_id)
+            logits = self.model(
+                input_ids=input_ids.to(self.device), attention_mask=mask.long().to(self.device)
+            ).logits  # (mb, 1)
             scores.append(logits[:, 0].float().cpu())
         return torch.cat(scores) if scores else torch.zeros(0)
 
@@ -151,8 +143,8 @@ class RewardModelWorker(Worker):
         lengths = [int(r.numel()) for r in responses]
         fields = TensorDict(
             {
-                "rm_scores": jagged([on_last_token(n, s) for n, s in zip(lengths, rm.tolist())]),
-                "token_level_scores": jagged([on_last_token(n, s) for n, s in zip(lengths, final)]),
+                "rm_scores": to_jagged([on_last_token(n, s) for n, s in zip(lengths, rm.tolist())]),
+                "token_level_scores": to_jagged([on_last_token(n, s) for n, s in zip(lengths, final)]),
             },
             batch_size=[len(meta)],
         )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from verl_lite.algorithms import entropy_from_logits
+from verl_lite.protocol import to_jagged
 
 
 def build_model_inputs(
@@ -112,14 +113,9 @@ def split_micro_batches(
     return batches
 
 
-def jagged(rows: Sequence[torch.Tensor]) -> torch.Tensor:
-    """One jagged nested tensor of 1-D rows of different lengths (how the KV store keeps them)."""
-    return torch.nested.nested_tensor(list(rows), layout=torch.jagged)
-
-
 def unpad_rows(padded: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
     """Jagged tensor of each row's first ``lengths[i]`` entries of a right-padded (batch, width) tensor."""
-    return jagged([padded[i, : int(n)] for i, n in enumerate(lengths)])
+    return to_jagged([padded[i, : int(n)] for i, n in enumerate(lengths)])
 
 
 def on_last_token(length: int, score: float) -> torch.Tensor:
