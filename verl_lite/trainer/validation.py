@@ -8,9 +8,9 @@ import os
 
 from verl_lite.trainer.config import PPOConfig
 
-# Estimators that compare samples of one prompt and so need rollout.n > 1.
 # actor_rollout_ref.actor.old_log_prob values.
 OLD_LOG_PROB_MODES = ("auto", "recompute")
+# Estimators that compare samples of one prompt and so need rollout.n > 1.
 GROUP_ESTIMATORS = ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg")
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMBEDDED_MODEL = os.path.join(PACKAGE_DIR, "assets", "tiny_model")
