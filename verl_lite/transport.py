@@ -80,8 +80,7 @@ def numpy_to_tensor(array: np.ndarray, dtype_name: str) -> torch.Tensor:
 def pack(td: TensorDictBase) -> PackedTensorDict:
     """Flatten ``td`` into a :class:`PackedTensorDict` without copying tensor memory."""
     packed = PackedTensorDict(batch_size=tuple(td.batch_size))
-    for key in td.keys():
-        value = td.get(key)
+    for key, value in td.items():
         if isinstance(value, NonTensorStack):
             packed.fields[key] = ("rows", value.tolist())
         elif isinstance(value, NonTensorData):

@@ -108,7 +108,12 @@ def _view(name: str, source: Source, padded: bool) -> dict[str, object] | None:
     rows[source.positions] = source.rows
     if not is_run(rows):
         return None
-    column, lo, hi = source.column, int(rows[0]), int(rows[-1]) + 1
+    return view_rows(name, source.column, int(rows[0]), int(rows[-1]) + 1, padded)
+
+
+def view_rows(name: str, column: tuple, lo: int, hi: int, padded: bool) -> dict[str, object] | None:
+    """``{name: tensor}`` viewing rows ``lo:hi`` of a stored column without a copy; None where a
+    view cannot give the requested layout (padded jagged rows)."""
     kind = column[0]
     if kind == DENSE:
         return {name: numpy_to_tensor(column[1][lo:hi], column[2])}

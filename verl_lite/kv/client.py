@@ -33,7 +33,7 @@ import ray
 from ray.exceptions import ObjectLostError, RayActorError, RayTaskError
 from tensordict import TensorDict, TensorDictBase
 
-from verl_lite.kv.batches import Source, assemble_field, build_tensordict, columns_of
+from verl_lite.kv.batches import Source, assemble_field, build_tensordict, columns_of, view_rows
 from verl_lite.kv.channel import UnitChannel
 from verl_lite.kv.columns import cell_nbytes, schema_of, take_rows
 from verl_lite.kv.config import KVStoreConfig
@@ -74,11 +74,13 @@ _ROUTE_CACHE = 4
 
 @dataclass
 class _Route:
-    """Keys of one call, checked, and grouped by unit: ``(unit, its keys pickled, their positions)``."""
+    """Keys of one call, checked, and grouped by unit: ``(unit, its keys pickled, their positions)``,
+    plus the stored objects (tokens) that held their rows when this client last put or read them."""
 
     keys: list[str]
     groups: list[tuple[int, bytes, np.ndarray]]
     unique: bool
+    objects: tuple[bytes, ...] = ()
 
 
 def default_client_name() -> str:
@@ -203,7 +205,7 @@ class _KVOps:
             if rows != len(keys):
                 raise KVSchemaError(f"kv_batch_put: got {len(keys)} keys but the fields have {rows} rows.")
             columns = columns_of(fields)
-        specs = {name: (schema_of(col), cell_nbytes(col)) for name, col in columns.items()}
+        specs = {name: (tuple(schema_of(col)), cell_nbytes(col)) for name, col in columns.items()}
         # Above the inline size the columns become one object, shared by every unit that holds
         # some of the keys; the units register it under a token while ray.put copies it.
         token = self._new_token() if columns and _nbytes(columns) >= _INLINE_BYTES else None
@@ -241,6 +243,7 @@ class _KVOps:
         for ok, value in results:
             if not ok:
                 raise value
+        route.objects = (token,) if token is not None else ()
         return _meta_from_replies(keys, partition_id, groups, [value for _, value in results])
 
     def _op_get(
@@ -258,19 +261,28 @@ class _KVOps:
         if not keys:
             return TensorDict({}, batch_size=[0])
         fields = None if select_fields is None else list(select_fields)
-        replies = yield _Calls(
+        # While the units answer, map the objects that held these keys' rows last time (this
+        # client's own put, or its previous read of the same keys): usually the reply names them.
+        expected = self._cached(dict.fromkeys(route.objects))
+        calls = _Calls(
             [
                 (u, "get", (partition_id, unit_keys, fields, self.name, self.node_id))
                 for u, unit_keys, _ in groups
-            ]
+            ],
+            meanwhile=(lambda: ray.get(list(expected.values()))) if expected else None,
         )
+        replies = yield calls
         names = _field_names(fields, keys, groups, replies)
         # Units holding keys of the same put name the same object: fetch each one once.
         wanted = {token: i for i, reply in enumerate(replies) for token in reply["objects"].values()}
-        references = self._cached(wanted)
+        route.objects = tuple(wanted)
+        fetched: dict[bytes, Any] = {}
+        if calls.outcome is not None and calls.outcome[0]:
+            fetched = {t: v for t, v in zip(expected, calls.outcome[1]) if t in wanted}
+        references = self._cached({t: i for t, i in wanted.items() if t not in fetched})
         missing: dict[int, list[bytes]] = {}
         for token, i in wanted.items():
-            if token not in references:
+            if token not in references and token not in fetched:
                 missing.setdefault(groups[i][0], []).append(token)
         if missing:
             handed = yield [self.units[u].refs.remote(tokens) for u, tokens in missing.items()]
@@ -278,20 +290,29 @@ class _KVOps:
                 for token, ref in zip(tokens, refs):
                     references[token] = ref
                     self._remember(token, ref)
-        tokens = list(wanted)
-        fetched = dict(zip(tokens, (yield [references[token] for token in tokens])))
-        chunks = {}
-        for i, reply in enumerate(replies):
-            reply["cells"] = unpack_cells(reply["cells"])
-            chunks.update(((i, cid), fetched[token]) for cid, token in reply["objects"].items())
-            chunks.update(((i, cid), columns) for cid, columns in reply["values"].items())
+        if references:
+            tokens = list(references)
+            fetched.update(zip(tokens, (yield [references[token] for token in tokens])))
+        n = len(keys)
         outputs: dict[str, object] = {}
+        runs: dict[tuple[int, int], int | None] = {}
+        chunks: dict[tuple[int, int], Any] | None = None
         for name in names:
+            # The common case: the field's rows, in key order, are one run of one stored object.
+            run = None if copy else _one_run(name, groups, replies, runs)
+            view = None if run is None else view_rows(name, fetched[run[0]][name], run[1], run[1] + n, padded)
+            if view is not None:
+                outputs.update(view)
+                continue
+            if chunks is None:
+                chunks = {}
+                for i, reply in enumerate(replies):
+                    reply["cells"] = unpack_cells(reply["cells"])
+                    chunks.update(((i, cid), fetched[token]) for cid, token in reply["objects"].items())
+                    chunks.update(((i, cid), columns) for cid, columns in reply["values"].items())
             sources = _sources(name, groups, replies, chunks)
-            outputs.update(
-                assemble_field(name, len(keys), sources, padded=padded, pad_value=pad_value, copy=copy)
-            )
-        return build_tensordict(len(keys), outputs)
+            outputs.update(assemble_field(name, n, sources, padded=padded, pad_value=pad_value, copy=copy))
+        return build_tensordict(n, outputs)
 
     def _op_update_tags(self, keys: Sequence[str], partition_id: str, tags: Sequence[dict]) -> Op:
         self._check_open("kv_update_tags")
@@ -428,6 +449,8 @@ class _KVOps:
                     self._references.pop(token, None)
             seen = self._seen[unit]
             self._seen[unit] = seq if seen is None else max(seen, seq)
+        if dropped:
+            _HANDOVER.dropped(self.units[unit], dropped)
 
 
 class KVClient(_KVOps):
@@ -560,17 +583,21 @@ class _Handover:
 
     A put registers its object with the units over the channel and returns; the reference
     (which only Ray can carry, so that the units keep the object alive) follows here, so the put
-    does not wait for a Ray call; until then the queue holds it. A Ray call costs ~1 ms of CPU
-    across processes, so hand-overs go out at most every ``interval_s``, batched per unit: a
-    lone put is handed over at once, a burst of puts in a few calls. (A reader in another
-    process that needs the reference before it arrives waits for it at the unit.)
+    does not wait for a Ray call; until then the queue holds it. A Ray call with a reference costs
+    ~1 ms of CPU across processes, so hand-overs go out in batches, one call per unit, each
+    reference at most ``interval_s`` after its put; references of objects the unit dropped
+    meanwhile (short-lived rows, reported back in unit replies) are not sent at all. A reader in
+    another process that needs a reference before it arrives waits for it at the unit.
     """
 
-    def __init__(self, interval_s: float = 0.02) -> None:
+    def __init__(self, interval_s: float = 0.02, remembered_drops: int = 4096) -> None:
         self.interval_s = interval_s
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # (id of the unit's handle, token) of objects units reported dropped, oldest first.
+        self._dropped: OrderedDict[tuple[int, bytes], None] = OrderedDict()
+        self._remembered_drops = remembered_drops
 
     def send(self, unit: Any, token: bytes, ref: Any) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -578,16 +605,22 @@ class _Handover:
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._run, name="kv-handover", daemon=True)
                     self._thread.start()
-        self._queue.put((unit, (token, ref)))
+        self._queue.put((time.monotonic(), unit, (token, ref)))
+
+    def dropped(self, unit: Any, tokens: list[bytes]) -> None:
+        """``unit`` dropped the objects ``tokens``: their references need not be handed over."""
+        with self._lock:
+            for token in tokens:
+                self._dropped[(id(unit), token)] = None
+            while len(self._dropped) > self._remembered_drops:
+                self._dropped.popitem(last=False)
 
     def _run(self) -> None:
-        last = 0.0
         while True:
             first = self._queue.get()
-            wait = last + self.interval_s - time.monotonic()
+            wait = first[0] + self.interval_s - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            last = time.monotonic()
             self._send_queued(first)
             del first  # hold no reference between batches
 
@@ -596,13 +629,20 @@ class _Handover:
         by_unit: dict[int, tuple[Any, list]] = {}
         item: tuple | None = first
         while item is not None:
-            unit, handed = item
+            _, unit, handed = item
             by_unit.setdefault(id(unit), (unit, []))[1].append(handed)
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 item = None
-        for unit, items in by_unit.values():
+        with self._lock:
+            live = {
+                key: (unit, [h for h in items if (key, h[0]) not in self._dropped])
+                for key, (unit, items) in by_unit.items()
+            }
+        for unit, items in live.values():
+            if not items:
+                continue
             try:
                 unit.hold.remote(items)
             except Exception:  # noqa: BLE001 - the store or Ray is gone: nothing to hand over
@@ -684,6 +724,33 @@ def _field_names(fields: list[str] | None, keys: list[str], groups: list, replie
                 f"for keys such as {keys[positions[0]]!r}); pass select_fields."
             )
     return names
+
+
+def _one_run(
+    name: str, groups: list, replies: list[dict], offsets: dict[tuple[int, int], int | None]
+) -> tuple[bytes, int] | None:
+    """``(token, first row)`` when field ``name``'s rows, in key order, are consecutive rows of one
+    stored object (packed cells, see ``wire.pack_cells``), else None. ``offsets`` memoises the
+    check per unit and row array, which the fields of one put share."""
+    token, offset = None, None
+    for i, ((_, _, positions), reply) in enumerate(zip(groups, replies)):
+        ids, rows = reply["cells"][name]
+        if not isinstance(ids, int):
+            return None
+        if isinstance(rows, str):  # the same rows as an earlier field
+            rows = reply["cells"][rows][1]
+        object_token = reply["objects"].get(ids)
+        if object_token is None or (token is not None and object_token != token):
+            return None
+        key = (i, id(rows))
+        if key not in offsets:
+            shift = rows - positions  # constant when key k sits at row k + shift
+            offsets[key] = int(shift[0]) if len(shift) and (shift == shift[0]).all() else None
+        shift = offsets[key]
+        if shift is None or (offset is not None and shift != offset):
+            return None
+        token, offset = object_token, shift
+    return (token, offset) if token is not None else None
 
 
 def _sources(name: str, groups: list, replies: list[dict], chunks: dict) -> list[Source]:

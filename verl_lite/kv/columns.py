@@ -9,17 +9,20 @@ arithmetic (one gather per field and unit, a view where the rows are contiguous)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 DENSE, JAGGED, ROWS = "dense", "jagged", "rows"
 
 
-@dataclass(frozen=True)
-class RowSchema:
-    """What every row of a field must agree on: kind class, dtype and the shape after the length dim."""
+class RowSchema(NamedTuple):
+    """What every row of a field must agree on: kind class, dtype and the shape after the length dim.
+
+    A tuple, so it travels to the units as a plain tuple (no class to look up when unpickled).
+    """
 
     is_tensor: bool
     dtype_name: str
@@ -52,7 +55,7 @@ def row_nbytes(column: tuple) -> np.ndarray:
         return np.zeros(len(column[1]), dtype=np.int64)
     if kind == DENSE:
         array = column[1]
-        per_row = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        per_row = array.itemsize * math.prod(array.shape[1:])
         return np.full(len(array), per_row, dtype=np.int64)
     values, offsets = column[1], column[2]
     per_item = values.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
@@ -116,5 +119,5 @@ def cell_nbytes(column: tuple) -> int | np.ndarray:
         return 0
     if column[0] == DENSE:
         array = column[1]
-        return array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        return array.itemsize * math.prod(array.shape[1:])
     return row_nbytes(column)

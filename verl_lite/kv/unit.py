@@ -34,6 +34,7 @@ import asyncio
 import os
 from collections import Counter, defaultdict, deque
 from itertools import repeat
+from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
@@ -69,22 +70,31 @@ class _Chunk:
 
 
 class _Field:
-    """Where each slot's row of one field lives: chunk id (``-1`` = absent), row and bytes."""
+    """Where each slot's row of one field lives: chunk id (``-1`` = absent), row and bytes.
 
-    __slots__ = ("schema", "chunk", "row", "nbytes", "count")
+    The three are rows of one ``(3, capacity)`` array, so creating and growing a field is one
+    allocation; ``chunk``, ``row`` and ``nbytes`` are views of it.
+    """
+
+    __slots__ = ("schema", "cells", "chunk", "row", "nbytes", "count")
 
     def __init__(self, schema: RowSchema, capacity: int):
         self.schema = schema
-        self.chunk = np.full(capacity, _ABSENT, dtype=np.int64)
-        self.row = np.zeros(capacity, dtype=np.int64)
-        self.nbytes = np.zeros(capacity, dtype=np.int64)
+        cells = np.empty((3, capacity), dtype=np.int64)
+        cells[0] = _ABSENT
+        self._bind(cells)
         self.count = 0  # cells present
 
+    def _bind(self, cells: np.ndarray) -> None:
+        self.cells = cells
+        self.chunk, self.row, self.nbytes = cells
+
     def grow(self, capacity: int) -> None:
-        extra = capacity - len(self.chunk)
-        self.chunk = np.concatenate([self.chunk, np.full(extra, _ABSENT, dtype=np.int64)])
-        self.row = np.concatenate([self.row, np.zeros(extra, dtype=np.int64)])
-        self.nbytes = np.concatenate([self.nbytes, np.zeros(extra, dtype=np.int64)])
+        cells = np.empty((3, capacity), dtype=np.int64)
+        held = self.cells.shape[1]
+        cells[:, :held] = self.cells
+        cells[0, held:] = _ABSENT
+        self._bind(cells)
 
 
 class _Partition:
@@ -100,19 +110,21 @@ class _Partition:
         self.fields: dict[str, _Field] = {}  # insertion order = field order of replies
         self.nbytes = 0
 
-    def allocate(self, count: int) -> list[int]:
-        """``count`` free slots, growing every field's arrays when needed."""
-        reused = self.free[len(self.free) - count :] if count <= len(self.free) else list(self.free)
-        del self.free[len(self.free) - len(reused) :]
-        fresh = count - len(reused)
+    def allocate(self, count: int) -> range | list[int]:
+        """``count`` free slots (a ``range`` when they are all new), growing every field when needed."""
+        reused: list[int] = []
+        if self.free:
+            reused = self.free[len(self.free) - count :] if count <= len(self.free) else self.free
+            self.free = self.free[: len(self.free) - len(reused)]
         start = len(self.tags)
+        fresh = range(start, start + count - len(reused))
         if fresh:
-            self.tags.extend([None] * fresh)
+            self.tags.extend([None] * len(fresh))
             if len(self.tags) > self.capacity:
                 self.capacity = max(2 * self.capacity, len(self.tags), _MIN_SLOTS)
                 for f in self.fields.values():
                     f.grow(self.capacity)
-        return reused + list(range(start, start + fresh))
+        return reused + list(fresh) if reused else fresh
 
     def slots_of(self, keys: list[str]) -> np.ndarray:
         """Slots of ``keys`` (all present)."""
@@ -212,19 +224,29 @@ class StorageUnit:
             chunk.ready.set()
 
     # --------------------------------------------------------------------------------- channel
-    async def _handle(self, payload: bytes) -> bytes:
+    def _handle(self, payload: bytes) -> bytes | Coroutine[Any, Any, bytes]:
         """Answer one channel request ``(method, args, since)`` with ``(ok, value, seq, dropped)``:
-        the caller learns which objects (tokens) the unit dropped after ``since`` (:meth:`_dropped`)."""
-        method = "request"
-        since = None
+        the caller learns which objects (tokens) the unit dropped after ``since`` (:meth:`_dropped`).
+        Returns a coroutine instead when the method has to wait (a get of rows whose object has not
+        been handed over yet)."""
+        method, since = "request", None
         try:
             method, args, since = decode(payload)
             value = self._methods[method](*args)
-            if asyncio.iscoroutine(value):
-                value = await value
-            ok = True
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller
-            ok, value = False, err
+            return self._reply(method, False, err, since)
+        if asyncio.iscoroutine(value):
+            return self._reply_when_done(method, value, since)
+        return self._reply(method, True, value, since)
+
+    async def _reply_when_done(self, method: str, waiting: Coroutine, since: int | None) -> bytes:
+        try:
+            value = await waiting
+        except Exception as err:  # noqa: BLE001 - every failure goes back to the caller
+            return self._reply(method, False, err, since)
+        return self._reply(method, True, value, since)
+
+    def _reply(self, method: str, ok: bool, value: Any, since: int | None) -> bytes:
         seq, dropped = self._dropped(since)
         try:
             return encode((ok, value, seq, dropped))
@@ -254,7 +276,7 @@ class StorageUnit:
         partition_id: str,
         keys: bytes,
         tags: list[dict] | None,
-        specs: dict[str, tuple[RowSchema, Any]],
+        specs: dict[str, tuple[tuple, Any]],
         chunk: tuple | None,
         client: str,
     ) -> dict:
@@ -262,7 +284,7 @@ class StorageUnit:
 
         Args:
             keys: the keys, pickled on their own (a client reuses them for the same key list).
-            specs: field -> ``(row schema, bytes per row)`` (an int for equal rows, else an array
+            specs: field -> ``(row schema as a tuple, bytes per row)`` (an int for equal rows, else an array
                 aligned with ``keys``): all the unit needs to know about the rows.
             chunk: where the rows are: ``("ref", rows, node_id, token)`` for the object the
                 writer names ``token``, written on node ``node_id`` (``rows``: the row of each
@@ -271,47 +293,53 @@ class StorageUnit:
                 ``("inline", columns)`` (the keys' rows, kept here); ``None`` for a tags-only put.
         """
         keys = decode(keys)
+        n = len(keys)
         self._io[client]["puts"] += 1
         part = self._partitions.get(partition_id)
         new_schemas = self._check_schema(part, partition_id, keys, specs)
         if part is None:
             part = self._partitions[partition_id] = _Partition()
-        chunk_id, rows = self._add_chunk(keys, specs, chunk, client)
-        slots = np.fromiter(map(part.slots.get, keys, repeat(_ABSENT)), dtype=np.int64, count=len(keys))
-        new = slots == _ABSENT
-        all_new = bool(new.all())
-        if new.any():
-            fresh = part.allocate(int(new.sum()))
-            slots[new] = fresh
-            new_keys = [keys[i] for i in np.flatnonzero(new).tolist()] if not all_new else keys
-            part.slots.update(zip(new_keys, fresh))
+        chunk_id, rows = self._add_chunk(n, specs, chunk, client)
+        held = list(map(part.slots.get, keys))
+        absent = held.count(None)
+        created = absent == n  # the common case: new keys, which hold no cells yet
+        if created:
+            slots = part.allocate(n)
+            part.slots.update(zip(keys, slots))
+        else:
+            if absent:
+                at = [i for i, slot in enumerate(held) if slot is None]
+                fresh = part.allocate(absent)
+                part.slots.update(zip([keys[i] for i in at], fresh))
+                for i, slot in zip(at, fresh):
+                    held[i] = slot
+            slots = held
+        index = _index(slots)
         if tags is not None:
-            part.merge_tags(slots.tolist(), tags)
+            part.merge_tags(slots, tags)
         for name, schema in new_schemas.items():
             part.fields[name] = _Field(schema, part.capacity)
         released: list[np.ndarray] = []
         for name, (_, row_bytes) in specs.items():
             f = part.fields[name]
-            old = f.chunk[slots]
-            replaced = old != _ABSENT
-            if replaced.any():
-                released.append(old[replaced])
-                part.nbytes -= int(f.nbytes[slots[replaced]].sum())
-            f.count += len(keys) - int(replaced.sum())
-            f.chunk[slots] = chunk_id
-            f.row[slots] = rows
-            f.nbytes[slots] = row_bytes
-            part.nbytes += int(f.nbytes[slots].sum())
+            if not created:
+                old = f.chunk[index]
+                if old.max() != _ABSENT:  # some keys held this field: their cells are replaced
+                    replaced = old != _ABSENT
+                    released.append(old[replaced])
+                    part.nbytes -= int(f.nbytes[index][replaced].sum())
+                    f.count -= int(replaced.sum())
+            f.count += n
+            f.chunk[index] = chunk_id
+            f.row[index] = rows
+            f.nbytes[index] = row_bytes
+            part.nbytes += _total_bytes(row_bytes, n)
         self._drop_cells(released)
-        if all_new:
+        if created:
             fields = list(specs)
         else:
-            present = part.present(slots)
-            fields = [name for name, mask in present.items() if mask.all()]
-        return {
-            "tags": [part.tags[s] for s in slots.tolist()] if tags is not None else None,
-            "fields": fields,
-        }
+            fields = [name for name, f in part.fields.items() if f.chunk[index].min() != _ABSENT]
+        return {"tags": [part.tags[s] for s in slots] if tags is not None else None, "fields": fields}
 
     def _update_tags(self, partition_id: str, keys: bytes, tags: list[dict]) -> dict:
         """Merge tags into the tags of existing keys (pickled); no field changes."""
@@ -333,61 +361,69 @@ class StorageUnit:
         if keys is None:
             removed = list(part.slots.values())
         else:
-            pop = part.slots.pop
-            removed = [s for s in map(pop, keys, [None] * len(keys)) if s is not None]
+            removed = list(map(part.slots.pop, keys, repeat(None)))
+            if None in removed:
+                removed = [slot for slot in removed if slot is not None]
         if not removed:
             return 0
-        slots = np.asarray(removed, dtype=np.int64)
+        index = np.asarray(removed, dtype=np.int64)
         released = []
         for name in list(part.fields):
             f = part.fields[name]
-            cells = f.chunk[slots]
-            held = cells != _ABSENT
-            if not held.any():
+            cells = f.chunk[index]
+            if cells.min() != _ABSENT:  # every key held the field
+                held = cells
+                part.nbytes -= int(f.nbytes[index].sum())
+            elif cells.max() == _ABSENT:  # none did
                 continue
-            released.append(cells[held])
-            part.nbytes -= int(f.nbytes[slots[held]].sum())
-            f.count -= int(held.sum())
-            f.chunk[slots] = _ABSENT
+            else:
+                present = cells != _ABSENT
+                held = cells[present]
+                part.nbytes -= int(f.nbytes[index][present].sum())
+            released.append(held)
+            f.count -= len(held)
+            f.chunk[index] = _ABSENT
             if f.count <= 0:
                 del part.fields[name]
         self._drop_cells(released)
         if keys is None or not part.slots:
             del self._partitions[partition_id]
         else:
-            for s in removed:
-                part.tags[s] = None
+            for slot in removed:
+                part.tags[slot] = None
             part.free.extend(removed)
         return len(removed)
 
     # ------------------------------------------------------------------------------------ reads
-    async def _get(
+    def _get(
         self, partition_id: str, keys: bytes, fields: list[str] | None, client: str, node_id: str | None
-    ) -> dict:
+    ) -> dict | Coroutine[Any, Any, dict]:
         """Where the rows of ``fields`` for ``keys`` (pickled) are: per field ``(chunk ids, rows)``
         (packed, see ``wire.pack_cells``), ``objects`` (chunk id -> object token, for a reader on the
         object's node) and ``values`` (chunk id -> the requested rows, for small puts and readers
-        on other nodes; their cells are renumbered into those rows)."""
+        on other nodes; their cells are renumbered into those rows). A coroutine when rows must be
+        read by value from an object whose reference has not arrived yet."""
         keys = decode(keys)
         part, slots = self._existing(partition_id, keys, "kv_batch_get")
-        if fields is None:
-            fields = self._common_fields(part, partition_id, keys, slots)
         cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        needed: set[int] = set()
         nbytes = 0
-        for name in fields:
+        for name in part.fields if fields is None else fields:
             f = part.fields.get(name)
             chunk_ids = f.chunk[slots] if f is not None else np.full(len(slots), _ABSENT, dtype=np.int64)
-            if (chunk_ids == _ABSENT).any():
-                i = int(np.argmax(chunk_ids == _ABSENT))
-                raise KVFieldError(
-                    f"kv_batch_get: field {name!r} is missing for key {keys[i]!r} in partition "
-                    f"{partition_id!r}; the key holds {sorted(part.key_fields(int(slots[i])))}."
-                )
+            lo, hi = int(chunk_ids.min()), int(chunk_ids.max())
+            if lo == _ABSENT:
+                if fields is None and hi == _ABSENT:
+                    continue  # a field none of these keys holds
+                self._raise_missing(part, partition_id, keys, slots, name, chunk_ids, fields is None)
+            if lo == hi:
+                needed.add(lo)
+            else:
+                needed.update(np.unique(chunk_ids).tolist())
             cells[name] = (chunk_ids, f.row[slots])
             nbytes += int(f.nbytes[slots].sum())
         self._io[client]["bytes_read"] += nbytes
         self._io[client]["gets"] += 1
-        needed = np.unique(np.concatenate([c for c, _ in cells.values()])).tolist() if cells else []
         objects: dict[int, bytes] = {}
         by_value = []
         for cid in needed:
@@ -396,8 +432,17 @@ class StorageUnit:
                 objects[cid] = chunk.token
             else:
                 by_value.append(cid)
-        values = await self._rows_by_value(cells, by_value) if by_value else {}
-        return {"fields": list(fields), "cells": pack_cells(cells), "objects": objects, "values": values}
+        reply = {"fields": list(cells), "cells": cells, "objects": objects, "values": {}}
+        if by_value:
+            return self._with_values(reply, by_value)
+        reply["cells"] = pack_cells(cells)
+        return reply
+
+    async def _with_values(self, reply: dict, by_value: list[int]) -> dict:
+        """``reply`` with the rows of chunks ``by_value`` added by value (see :meth:`_get`)."""
+        reply["values"] = await self._rows_by_value(reply["cells"], by_value)
+        reply["cells"] = pack_cells(reply["cells"])
+        return reply
 
     def list_tags(self, partition_id: str | None) -> dict[str, dict[str, dict]]:
         """``{partition: {key: tag}}`` for one partition (``{}`` if absent) or all of them."""
@@ -445,20 +490,30 @@ class StorageUnit:
                 f"(storage unit {self.index} holds {len(present)} key(s) of that partition)."
             ) from None
 
-    def _common_fields(
-        self, part: _Partition, partition_id: str, keys: list[str], slots: np.ndarray
-    ) -> list[str]:
-        """Fields of the requested keys, which must all hold the same ones."""
-        present = part.present(slots)
-        mixed = [mask for mask in present.values() if mask.any() and not mask.all()]
+    def _raise_missing(
+        self,
+        part: _Partition,
+        partition_id: str,
+        keys: list[str],
+        slots: np.ndarray,
+        name: str,
+        chunk_ids: np.ndarray,
+        mixed: bool,
+    ) -> None:
+        """Raise the error for a get whose keys lack field ``name`` (some of them, when ``mixed``)."""
+        absent = chunk_ids == _ABSENT
         if mixed:
-            i = int(np.argmax(mixed[0] != mixed[0][0]))
+            i = int(np.argmax(absent != absent[0]))
             raise KVFieldError(
                 f"kv_batch_get: keys hold different fields ({keys[0]!r}: "
                 f"{sorted(part.key_fields(int(slots[0])))}, {keys[i]!r}: {sorted(part.key_fields(int(slots[i])))}) "
                 f"in partition {partition_id!r}; pass select_fields."
             )
-        return [name for name, mask in present.items() if len(mask) and mask[0]]
+        i = int(np.argmax(absent))
+        raise KVFieldError(
+            f"kv_batch_get: field {name!r} is missing for key {keys[i]!r} in partition "
+            f"{partition_id!r}; the key holds {sorted(part.key_fields(int(slots[i])))}."
+        )
 
     def _check_schema(
         self, part: _Partition | None, partition_id: str, keys: list[str], specs: dict
@@ -468,42 +523,45 @@ class StorageUnit:
         for name, (schema, _) in specs.items():
             f = part.fields.get(name) if part is not None else None
             if f is None:
-                new[name] = schema
+                new[name] = RowSchema(*schema)  # schemas travel as plain tuples
             elif f.schema != schema:
                 raise KVSchemaError(
                     f"kv_batch_put: field {name!r} in partition {partition_id!r} holds {f.schema.describe()}, "
-                    f"but the put for key {keys[0]!r} brings {schema.describe()}; every row of a field "
+                    f"but the put for key {keys[0]!r} brings {RowSchema(*schema).describe()}; every row of a field "
                     "needs the same dtype and trailing shape."
                 )
         return new
 
-    def _add_chunk(self, keys: list[str], specs: dict, chunk: tuple | None, client: str) -> tuple[int, Any]:
-        """Register a put's chunk; returns its id and the row of each key in it."""
+    def _add_chunk(self, n: int, specs: dict, chunk: tuple | None, client: str) -> tuple[int, Any]:
+        """Register a put's chunk of ``n`` rows; returns its id and the row of each key in it."""
         if chunk is None or not specs:
             return _ABSENT, 0
-        nbytes = sum(
-            int(np.sum(row_bytes)) * (1 if np.ndim(row_bytes) else len(keys))
-            for _, row_bytes in specs.values()
-        )
+        nbytes = sum(_total_bytes(row_bytes, n) for _, row_bytes in specs.values())
         chunk_id = self._next_chunk
         self._next_chunk += 1
+        rows = np.arange(n, dtype=np.int64)
         if chunk[0] == "ref":
-            _, rows, node_id, token = chunk
-            self._chunks[chunk_id] = _Chunk(token, None, node_id, nbytes, len(keys) * len(specs))
+            _, positions, node_id, token = chunk
+            self._chunks[chunk_id] = _Chunk(token, None, node_id, nbytes, n * len(specs))
             self._chunk_of_token[token] = chunk_id
-            rows = np.arange(len(keys), dtype=np.int64) if rows is None else rows
+            if positions is not None:
+                rows = positions
         else:
-            self._chunks[chunk_id] = _Chunk(None, chunk[1], None, nbytes, len(keys) * len(specs))
-            rows = np.arange(len(keys), dtype=np.int64)
+            self._chunks[chunk_id] = _Chunk(None, chunk[1], None, nbytes, n * len(specs))
         self._io[client]["bytes_written"] += nbytes
         return chunk_id, rows
 
     def _drop_cells(self, released: list[np.ndarray]) -> None:
         """Forget cells that pointed at chunks; a chunk no cell uses is dropped (Ray frees it)."""
-        if not released:
-            return
-        ids, counts = np.unique(np.concatenate(released), return_counts=True)
-        for chunk_id, count in zip(ids.tolist(), counts.tolist()):
+        counts: Counter[int] = Counter()
+        for chunk_ids in released:
+            lo = int(chunk_ids.min())
+            if lo == int(chunk_ids.max()):  # the common case: cells of one put
+                counts[lo] += len(chunk_ids)
+            else:
+                ids, per_id = np.unique(chunk_ids, return_counts=True)
+                counts.update(dict(zip(ids.tolist(), per_id.tolist())))
+        for chunk_id, count in counts.items():
             chunk = self._chunks[chunk_id]
             chunk.live -= count
             if chunk.live <= 0:
@@ -551,6 +609,18 @@ class StorageUnit:
                 chunks[cid][name] = take_rows(source[name], picked)
             cells[name] = (chunk_ids, new_rows)
         return chunks
+
+
+def _index(slots: range | list[int]) -> slice | np.ndarray:
+    """Numpy index of ``slots``: a slice for a run of fresh slots (cheaper than fancy indexing)."""
+    if isinstance(slots, range):
+        return slice(slots.start, slots.stop)
+    return np.asarray(slots, dtype=np.int64)
+
+
+def _total_bytes(row_bytes: int | np.ndarray, n: int) -> int:
+    """Bytes of ``n`` rows given bytes per row (an int stands for every row)."""
+    return row_bytes * n if isinstance(row_bytes, int) else int(row_bytes.sum())
 
 
 def _memory() -> dict[str, int]:

@@ -34,17 +34,22 @@ def compact(index: np.ndarray) -> np.ndarray:
 
 def pack_cells(cells: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple]:
     """Shrink ``{field: (chunk ids, rows)}``: one chunk id stands for all rows when they share it,
-    and a field whose rows equal an earlier field's (same put) names that field instead."""
+    and a field whose cells are in the same chunks as an earlier field's names that field instead
+    of repeating the rows (a key's row in a chunk is the same for every field the put wrote)."""
     packed: dict[str, tuple] = {}
-    seen: list[tuple[str, np.ndarray]] = []
+    by_chunk: dict[int, str] = {}
+    mixed: list[tuple[str, np.ndarray]] = []
     for name, (chunk_ids, rows) in cells.items():
-        ids: int | np.ndarray = (
-            int(chunk_ids[0]) if len(chunk_ids) and (chunk_ids == chunk_ids[0]).all() else chunk_ids
-        )
-        same = next((other for other, r in seen if r is rows or np.array_equal(r, rows)), None)
-        if same is None:
-            seen.append((name, rows))
-        packed[name] = (ids, compact(rows) if same is None else same)
+        lo = int(chunk_ids.min()) if len(chunk_ids) else 0
+        if len(chunk_ids) and lo == int(chunk_ids.max()):
+            ids: int | np.ndarray = lo
+            same = by_chunk.setdefault(lo, name)
+        else:
+            ids = chunk_ids
+            same = next((other for other, o in mixed if np.array_equal(o, chunk_ids)), name)
+            if same == name:
+                mixed.append((name, chunk_ids))
+        packed[name] = (ids, compact(rows) if same == name else same)
     return packed
 
 
