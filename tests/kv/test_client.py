@@ -115,3 +115,14 @@ def test_kv_list_without_partition_lists_every_partition(kv_client, partition):
     assert listing[partition] == {"a": {"x": 1}} and listing[partition + "-val"] == {"a": {"x": 2}}
     kv_client.kv_clear(None, partition + "-val")
     assert partition + "-val" not in kv_client.kv_list()
+
+
+def test_any_string_is_a_key_including_unicode_and_nul(kv_client, partition):
+    keys = ["plain_0_0", "ünï_cødé_0_1", "with\0nul_0_0", "tab\there_0_0"]
+    td = TensorDict({"x": torch.arange(4)}, batch_size=[4])
+    kv_client.kv_batch_put(keys, partition, fields=td)
+    assert kv_client.kv_batch_get(keys[::-1], partition)["x"].tolist() == [3, 2, 1, 0]
+    plain = [k for k in keys if "\0" not in k]  # packed as one joined string on the wire
+    assert kv_client.kv_batch_get(plain, partition)["x"].tolist() == [0, 1, 3]
+    assert set(kv_client.kv_list(partition)[partition]) == set(keys)
+    assert kv_client.kv_clear(keys, partition) == 4

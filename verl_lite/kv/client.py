@@ -40,7 +40,7 @@ from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVFieldError, KVSchemaError, KVStoreClosedError, KVStoreError, preview
 from verl_lite.kv.keys import unit_of_keys
 from verl_lite.kv.meta import KVBatchMeta
-from verl_lite.kv.wire import compact, decode, encode, unpack_cells
+from verl_lite.kv.wire import compact, decode, encode, pack_keys, unpack_cells
 
 Op = Generator[Any, list, Any]
 """An operation: yields ``_Calls`` or a list of object refs, is sent their values, returns the result."""
@@ -74,7 +74,7 @@ _ROUTE_CACHE = 4
 
 @dataclass
 class _Route:
-    """Keys of one call, checked, and grouped by unit: ``(unit, its keys pickled, their positions)``,
+    """Keys of one call, checked, and grouped by unit: ``(unit, its keys packed, their positions)``,
     plus the stored objects (tokens) that held their rows when this client last put or read them."""
 
     keys: list[str]
@@ -171,19 +171,20 @@ class _KVOps:
         return route
 
     def _groups(self, keys: list[str]) -> list[tuple[int, bytes, np.ndarray]]:
-        """``(unit, its keys pickled, their positions in keys)`` for every unit that holds some of ``keys``."""
+        """``(unit, its keys packed (``wire.pack_keys``), their positions in keys)`` for every unit that
+        holds some of ``keys``."""
         if not keys:
             return []
         if len(self.units) == 1:
-            return [(0, encode(keys), np.arange(len(keys)))]
+            return [(0, pack_keys(keys), np.arange(len(keys)))]
         unit_ids = unit_of_keys(keys, len(self.units))
         groups = []
         for u in range(len(self.units)):
             positions = np.flatnonzero(unit_ids == u)
             if len(positions) == len(keys):
-                groups.append((u, encode(keys), positions))
+                groups.append((u, pack_keys(keys), positions))
             elif len(positions):
-                groups.append((u, encode(list(map(keys.__getitem__, positions.tolist()))), positions))
+                groups.append((u, pack_keys(list(map(keys.__getitem__, positions.tolist()))), positions))
         return groups
 
     # ------------------------------------------------------------------------------ operations

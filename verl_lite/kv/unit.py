@@ -33,8 +33,8 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter, defaultdict, deque
-from itertools import repeat
 from collections.abc import Coroutine
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ import ray
 from verl_lite.kv.channel import serve
 from verl_lite.kv.columns import RowSchema, take_rows
 from verl_lite.kv.errors import KVFieldError, KVKeyError, KVSchemaError, KVStoreError, preview
-from verl_lite.kv.wire import decode, encode, pack_cells
+from verl_lite.kv.wire import decode, encode, pack_cells, unpack_keys
 
 _ABSENT = -1
 _MIN_SLOTS = 64
@@ -283,7 +283,7 @@ class StorageUnit:
         """Create or extend ``keys``: merge tags, (over)write the fields in ``specs``.
 
         Args:
-            keys: the keys, pickled on their own (a client reuses them for the same key list).
+            keys: the keys, packed on their own (``wire.pack_keys``; a client reuses them for the same key list).
             specs: field -> ``(row schema as a tuple, bytes per row)`` (an int for equal rows, else an array
                 aligned with ``keys``): all the unit needs to know about the rows.
             chunk: where the rows are: ``("ref", rows, node_id, token)`` for the object the
@@ -292,7 +292,7 @@ class StorageUnit:
                 :meth:`hold`), or
                 ``("inline", columns)`` (the keys' rows, kept here); ``None`` for a tags-only put.
         """
-        keys = decode(keys)
+        keys = unpack_keys(keys)
         n = len(keys)
         self._io[client]["puts"] += 1
         part = self._partitions.get(partition_id)
@@ -342,8 +342,8 @@ class StorageUnit:
         return {"tags": [part.tags[s] for s in slots] if tags is not None else None, "fields": fields}
 
     def _update_tags(self, partition_id: str, keys: bytes, tags: list[dict]) -> dict:
-        """Merge tags into the tags of existing keys (pickled); no field changes."""
-        keys = decode(keys)
+        """Merge tags into the tags of existing keys (packed); no field changes."""
+        keys = unpack_keys(keys)
         part, slots = self._existing(partition_id, keys, "kv_update_tags")
         part.merge_tags(slots.tolist(), tags)
         present = part.present(slots)
@@ -353,8 +353,8 @@ class StorageUnit:
         }
 
     def _clear(self, partition_id: str, keys: bytes | None) -> int:
-        """Delete keys (pickled; every key of the partition when ``None``); missing keys are ignored."""
-        keys = decode(keys) if keys is not None else None
+        """Delete keys (packed; every key of the partition when ``None``); missing keys are ignored."""
+        keys = unpack_keys(keys) if keys is not None else None
         part = self._partitions.get(partition_id)
         if part is None:
             return 0
@@ -398,12 +398,12 @@ class StorageUnit:
     def _get(
         self, partition_id: str, keys: bytes, fields: list[str] | None, client: str, node_id: str | None
     ) -> dict | Coroutine[Any, Any, dict]:
-        """Where the rows of ``fields`` for ``keys`` (pickled) are: per field ``(chunk ids, rows)``
+        """Where the rows of ``fields`` for ``keys`` (packed) are: per field ``(chunk ids, rows)``
         (packed, see ``wire.pack_cells``), ``objects`` (chunk id -> object token, for a reader on the
         object's node) and ``values`` (chunk id -> the requested rows, for small puts and readers
         on other nodes; their cells are renumbered into those rows). A coroutine when rows must be
         read by value from an object whose reference has not arrived yet."""
-        keys = decode(keys)
+        keys = unpack_keys(keys)
         part, slots = self._existing(partition_id, keys, "kv_batch_get")
         cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         needed: set[int] = set()
