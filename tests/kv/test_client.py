@@ -1,9 +1,10 @@
 """Reading and writing through KVClient on a real local Ray: round trips, partial reads, tags, fields."""
 
+import pytest
 import torch
 from tensordict import TensorDict
 
-from verl_lite.kv import KVBatchMeta
+from verl_lite.kv import KVBatchMeta, KVKeyError
 from verl_lite.protocol import make_batch, to_jagged
 
 
@@ -126,3 +127,19 @@ def test_any_string_is_a_key_including_unicode_and_nul(kv_client, partition):
     assert kv_client.kv_batch_get(plain, partition)["x"].tolist() == [0, 1, 3]
     assert set(kv_client.kv_list(partition)[partition]) == set(keys)
     assert kv_client.kv_clear(keys, partition) == 4
+
+
+def test_a_key_list_read_again_after_some_keys_were_cleared_and_slots_reused_sees_the_change(
+    kv_client, partition
+):
+    # Units remember the slots of recent key lists; a removal must invalidate them.
+    keys = ["a_0_0", "b_0_0", "c_0_0"]
+    kv_client.kv_batch_put(keys, partition, fields=TensorDict({"x": torch.tensor([1, 2, 3])}, [3]))
+    assert kv_client.kv_batch_get(keys, partition)["x"].tolist() == [1, 2, 3]
+    kv_client.kv_clear(["b_0_0"], partition)
+    kv_client.kv_batch_put(["d_0_0"], partition, fields=TensorDict({"x": torch.tensor([99])}, [1]))
+    with pytest.raises(KVKeyError, match="b_0_0"):
+        kv_client.kv_batch_get(keys, partition)
+    kv_client.kv_batch_put(["b_0_0"], partition, fields=TensorDict({"x": torch.tensor([7])}, [1]))
+    assert kv_client.kv_batch_get(keys, partition)["x"].tolist() == [1, 7, 3]
+    assert kv_client.kv_batch_get(["d_0_0"], partition)["x"].tolist() == [99]

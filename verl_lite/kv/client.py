@@ -159,7 +159,7 @@ class _KVOps:
         keys = list(keys)
         if unique:
             _check_keys(keys, op)
-        elif not set(map(type, keys)) <= {str}:  # else: the exact check, str subclasses pass
+        elif not _all_strings(keys):
             bad = [k for k in keys if not isinstance(k, str)]
             if bad:
                 raise KVSchemaError(f"{op}: keys must be strings, got {preview(bad)}.")
@@ -689,9 +689,18 @@ def _nbytes(columns: dict[str, tuple]) -> int:
     return sum(a.nbytes for col in columns.values() for a in col[1:] if isinstance(a, np.ndarray))
 
 
+def _all_strings(keys: list) -> bool:
+    """True when every key is a ``str`` (a quick test: joining fails on anything else)."""
+    try:
+        "".join(keys)
+    except TypeError:
+        return False
+    return True
+
+
 def _check_keys(keys: Sequence[str], op: str) -> list[str]:
     keys = list(keys)
-    if not (set(map(type, keys)) <= {str} and all(keys)):  # else: the exact check, str subclasses pass
+    if not (_all_strings(keys) and all(keys)):
         bad = [k for k in keys if not isinstance(k, str) or not k]
         if bad:
             raise KVSchemaError(f"{op}: keys must be non-empty strings, got {preview(bad)}.")

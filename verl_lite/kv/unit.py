@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import Counter, defaultdict, deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Coroutine
 from itertools import repeat
 from typing import Any
@@ -47,6 +47,8 @@ from verl_lite.kv.wire import decode, encode, pack_cells, unpack_keys
 
 _ABSENT = -1
 _MIN_SLOTS = 64
+# Key lists per partition whose slots a unit remembers (see _Partition.recent).
+_RECENT_KEY_LISTS = 8
 # Tokens of dropped objects a unit remembers for clients' reference caches (older drops: "drop all").
 _DROP_LOG = 4096
 _GONE = "kv_batch_get: the rows were cleared or overwritten while being read; read them again."
@@ -100,7 +102,7 @@ class _Field:
 class _Partition:
     """Keys of one partition on this unit: key -> slot, tags by slot, fields by name."""
 
-    __slots__ = ("slots", "tags", "free", "capacity", "fields", "nbytes")
+    __slots__ = ("slots", "tags", "free", "capacity", "fields", "nbytes", "removals", "recent")
 
     def __init__(self) -> None:
         self.slots: dict[str, int] = {}  # insertion order = key order of listings
@@ -109,6 +111,26 @@ class _Partition:
         self.capacity = 0
         self.fields: dict[str, _Field] = {}  # insertion order = field order of replies
         self.nbytes = 0
+        self.removals = 0  # calls that removed keys (their slots may be reused since)
+        # Slots of key lists seen recently, as packed on the wire: workers read and write the
+        # same key lists several times a step; valid while no key was removed.
+        self.recent: OrderedDict[str, tuple[int, np.ndarray]] = OrderedDict()
+
+    def remember(self, packed: str | bytes, slots: np.ndarray) -> None:
+        """Keep the slots of the key list ``packed`` (``wire.pack_keys``) for :meth:`recall`."""
+        if isinstance(packed, str):
+            self.recent[packed] = (self.removals, slots)
+            self.recent.move_to_end(packed)
+            if len(self.recent) > _RECENT_KEY_LISTS:
+                self.recent.popitem(last=False)
+
+    def recall(self, packed: str | bytes) -> np.ndarray | None:
+        """Slots of the key list ``packed`` if it was seen recently and none of its keys was removed since."""
+        hit = self.recent.get(packed) if isinstance(packed, str) else None
+        if hit is None or hit[0] != self.removals:
+            return None
+        self.recent.move_to_end(packed)
+        return hit[1]
 
     def allocate(self, count: int) -> range | list[int]:
         """``count`` free slots (a ``range`` when they are all new), growing every field when needed."""
@@ -292,7 +314,7 @@ class StorageUnit:
                 :meth:`hold`), or
                 ``("inline", columns)`` (the keys' rows, kept here); ``None`` for a tags-only put.
         """
-        keys = unpack_keys(keys)
+        packed, keys = keys, unpack_keys(keys)
         n = len(keys)
         self._io[client]["puts"] += 1
         part = self._partitions.get(partition_id)
@@ -315,6 +337,7 @@ class StorageUnit:
                     held[i] = slot
             slots = held
         index = _index(slots)
+        part.remember(packed, np.arange(index.start, index.stop) if isinstance(index, slice) else index)
         if tags is not None:
             part.merge_tags(slots, tags)
         for name, schema in new_schemas.items():
@@ -366,6 +389,8 @@ class StorageUnit:
                 removed = [slot for slot in removed if slot is not None]
         if not removed:
             return 0
+        part.removals += 1
+        part.recent.clear()
         index = np.asarray(removed, dtype=np.int64)
         released = []
         for name in list(part.fields):
@@ -403,8 +428,13 @@ class StorageUnit:
         object's node) and ``values`` (chunk id -> the requested rows, for small puts and readers
         on other nodes; their cells are renumbered into those rows). A coroutine when rows must be
         read by value from an object whose reference has not arrived yet."""
-        keys = unpack_keys(keys)
-        part, slots = self._existing(partition_id, keys, "kv_batch_get")
+        packed, keys = keys, None
+        part = self._partitions.get(partition_id)
+        slots = part.recall(packed) if part is not None else None
+        if slots is None:
+            keys = unpack_keys(packed)
+            part, slots = self._existing(partition_id, keys, "kv_batch_get")
+            part.remember(packed, slots)
         cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         needed: set[int] = set()
         nbytes = 0
@@ -415,6 +445,7 @@ class StorageUnit:
             if lo == _ABSENT:
                 if fields is None and hi == _ABSENT:
                     continue  # a field none of these keys holds
+                keys = keys or unpack_keys(packed)
                 self._raise_missing(part, partition_id, keys, slots, name, chunk_ids, fields is None)
             if lo == hi:
                 needed.add(lo)
