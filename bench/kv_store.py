@@ -226,7 +226,7 @@ def bench_controller_bytes(client, prompts: int, n: int) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--units", type=int, default=2, help="storage units")
-    parser.add_argument("--repeats", type=int, default=20, help="timed repetitions at the base size")
+    parser.add_argument("--repeats", type=int, default=40, help="timed repetitions at the base size")
     parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
     args = parser.parse_args()
     # Touch the object store's pages up front (the setting, then a first write of the whole
@@ -245,7 +245,7 @@ def main() -> None:
         client = init_kv_store(num_storage_units=args.units, client_name="controller")
         results = [
             bench_throughput(client, BASE_ROWS, args.repeats),
-            bench_throughput(client, BASE_ROWS * 32, max(5, args.repeats // 4)),
+            bench_throughput(client, BASE_ROWS * 32, max(10, args.repeats // 4)),
         ]
         print_throughput(results, args.units)
         step = bench_controller_bytes(client, prompts=64, n=4)

@@ -14,6 +14,7 @@ from verl_lite.kv import (
     init_kv_store,
     shutdown_kv_store,
 )
+from verl_lite.kv.keys import unit_of_keys
 from verl_lite.protocol import to_jagged
 
 
@@ -44,6 +45,22 @@ def test_a_dtype_clash_between_rows_of_one_field_is_rejected_at_put(kv_client, p
     ):
         kv_client.kv_batch_put(["b"], partition, fields=wrong)
     assert "b" not in kv_client.kv_list(partition)[partition]  # nothing half-written
+
+
+def test_once_every_row_of_a_field_is_cleared_the_field_may_change_dtype(kv_client, partition):
+    # Units keep an emptied partition's arrays for its next put, but not its fields' schemas.
+    # (Schemas are checked per unit: "a", "b" and "c" hash to the same one of the fixture's two.)
+    assert len(set(unit_of_keys(["a", "b", "c"], 2).tolist())) == 1
+    kv_client.kv_batch_put(["a", "b"], partition, fields=TensorDict({"v": torch.zeros(2, 4)}, [2]))
+    kv_client.kv_clear(["a"], partition)
+    wrong = TensorDict({"v": torch.zeros(1, 4, dtype=torch.float64)}, [1])
+    with pytest.raises(KVSchemaError, match="holds float32"):
+        kv_client.kv_batch_put(["c"], partition, fields=wrong)  # "b" still holds float32 rows
+    kv_client.kv_clear(None, partition)
+    assert partition not in kv_client.kv_list() and partition not in kv_client.stats()["partitions"]
+    kv_client.kv_batch_put(["c"], partition, fields=wrong)
+    assert kv_client.kv_batch_get(["c"], partition)["v"].dtype == torch.float64
+    assert list(kv_client.kv_list(partition)[partition]) == ["c"]
 
 
 def test_a_trailing_shape_clash_is_rejected_but_different_lengths_are_not(kv_client, partition):

@@ -109,8 +109,9 @@ class _KVOps:
 
     def _reset_process_state(self) -> None:
         self._node_id: str | None = None
-        # The last few key lists this client routed: workers read and then write the same keys.
-        self._routes: OrderedDict[tuple, _Route] = OrderedDict()
+        # The last few key lists this client routed, most recent last: workers read and then write
+        # the same keys.
+        self._routes: list[_Route] = []
         # References of stored objects this process put or read recently, by token.
         self._references: OrderedDict[bytes, Any] = OrderedDict()
         self._references_lock = threading.Lock()
@@ -148,15 +149,15 @@ class _KVOps:
 
     def _route(self, keys: Sequence[str], op: str, unique: bool) -> _Route:
         """Check ``keys`` (strings; non-empty and distinct when ``unique``) and group them by unit."""
-        try:
-            cache_key = tuple(keys)
-            route = self._routes.get(cache_key)
-        except TypeError:  # an unhashable key: the checks below name it
-            cache_key, route = None, None
-        if route is not None and (route.unique or not unique):
-            self._routes.move_to_end(cache_key)
-            return route
-        keys = list(keys)
+        keys = keys if type(keys) is list else list(keys)
+        routes = self._routes
+        # Compared by value, not hashed: equal lists of the same strings compare pointer by pointer.
+        for i in range(len(routes) - 1, -1, -1):
+            route = routes[i]
+            if len(route.keys) == len(keys) and route.keys == keys and (route.unique or not unique):
+                routes.append(routes.pop(i))  # most recently used last
+                return route
+        keys = list(keys)  # the route keeps its own copy: the caller may change its list later
         if unique:
             _check_keys(keys, op)
         elif not _all_strings(keys):
@@ -164,10 +165,9 @@ class _KVOps:
             if bad:
                 raise KVSchemaError(f"{op}: keys must be strings, got {preview(bad)}.")
         route = _Route(keys, self._groups(keys), unique)
-        if cache_key is not None:
-            self._routes[cache_key] = route
-            if len(self._routes) > _ROUTE_CACHE:
-                self._routes.popitem(last=False)
+        routes.append(route)
+        if len(routes) > _ROUTE_CACHE:
+            del routes[0]
         return route
 
     def _groups(self, keys: list[str]) -> list[tuple[int, bytes, np.ndarray]]:

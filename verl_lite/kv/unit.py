@@ -114,9 +114,16 @@ class _Partition:
         self.removals = 0  # calls that removed keys (their slots may be reused since)
         # Slots of key lists seen recently, as packed on the wire: workers read and write the
         # same key lists several times a step; valid while no key was removed.
-        self.recent: OrderedDict[str, tuple[int, np.ndarray]] = OrderedDict()
+        self.recent: OrderedDict[str, tuple[int, slice | np.ndarray]] = OrderedDict()
 
-    def remember(self, packed: str | bytes, slots: np.ndarray) -> None:
+    def empty(self) -> None:
+        """Forget every key, keeping the fields' arrays (all cells are absent once no key is left)."""
+        self.slots, self.tags, self.free = {}, [], []
+        self.nbytes = 0
+        self.removals += 1
+        self.recent.clear()
+
+    def remember(self, packed: str | bytes, slots: slice | np.ndarray) -> None:
         """Keep the slots of the key list ``packed`` (``wire.pack_keys``) for :meth:`recall`."""
         if isinstance(packed, str):
             self.recent[packed] = (self.removals, slots)
@@ -124,7 +131,7 @@ class _Partition:
             if len(self.recent) > _RECENT_KEY_LISTS:
                 self.recent.popitem(last=False)
 
-    def recall(self, packed: str | bytes) -> np.ndarray | None:
+    def recall(self, packed: str | bytes) -> slice | np.ndarray | None:
         """Slots of the key list ``packed`` if it was seen recently and none of its keys was removed since."""
         hit = self.recent.get(packed) if isinstance(packed, str) else None
         if hit is None or hit[0] != self.removals:
@@ -178,6 +185,7 @@ class StorageUnit:
         self._secret = secret
         self.node_id = ray.get_runtime_context().get_node_id()
         self._partitions: dict[str, _Partition] = {}
+        self._idle: dict[str, _Partition] = {}  # emptied partitions, reused by their next put
         self._chunks: dict[int, _Chunk] = {}
         self._chunk_of_token: dict[bytes, int] = {}
         self._next_chunk = 0
@@ -320,11 +328,12 @@ class StorageUnit:
         part = self._partitions.get(partition_id)
         new_schemas = self._check_schema(part, partition_id, keys, specs)
         if part is None:
-            part = self._partitions[partition_id] = _Partition()
+            part = self._partitions[partition_id] = self._idle.pop(partition_id, None) or _Partition()
         chunk_id, rows = self._add_chunk(n, specs, chunk, client)
-        held = list(map(part.slots.get, keys))
-        absent = held.count(None)
-        created = absent == n  # the common case: new keys, which hold no cells yet
+        # The common case: new keys, which hold no cells yet (every key is new in an empty partition).
+        held = list(map(part.slots.get, keys)) if part.slots else None
+        absent = n if held is None else held.count(None)
+        created = absent == n
         if created:
             slots = part.allocate(n)
             part.slots.update(zip(keys, slots))
@@ -337,11 +346,15 @@ class StorageUnit:
                     held[i] = slot
             slots = held
         index = _index(slots)
-        part.remember(packed, np.arange(index.start, index.stop) if isinstance(index, slice) else index)
+        part.remember(packed, index)
         if tags is not None:
             part.merge_tags(slots, tags)
         for name, schema in new_schemas.items():
-            part.fields[name] = _Field(schema, part.capacity)
+            f = part.fields.get(name)
+            if f is None:
+                part.fields[name] = _Field(schema, part.capacity)
+            else:  # a field whose cells were all cleared takes the new rows' schema
+                f.schema = schema
         released: list[np.ndarray] = []
         for name, (_, row_bytes) in specs.items():
             f = part.fields[name]
@@ -408,11 +421,13 @@ class StorageUnit:
             released.append(held)
             f.count -= len(held)
             f.chunk[index] = _ABSENT
-            if f.count <= 0:
-                del part.fields[name]
         self._drop_cells(released)
         if keys is None or not part.slots:
+            # Empty now: out of the listings, but kept (with its arrays) for the partition's next
+            # put, as a step's keys are typically all cleared before the next step writes.
             del self._partitions[partition_id]
+            part.empty()
+            self._idle[partition_id] = part
         else:
             for slot in removed:
                 part.tags[slot] = None
@@ -436,21 +451,29 @@ class StorageUnit:
             part, slots = self._existing(partition_id, keys, "kv_batch_get")
             part.remember(packed, slots)
         cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        uniform: dict[str, int | None] = {}  # field -> its one chunk id, None if several
         needed: set[int] = set()
         nbytes = 0
         for name in part.fields if fields is None else fields:
             f = part.fields.get(name)
-            chunk_ids = f.chunk[slots] if f is not None else np.full(len(slots), _ABSENT, dtype=np.int64)
+            if f is None:
+                keys = keys or unpack_keys(packed)
+                self._raise_missing(part, partition_id, keys, _as_array(slots), name, None, False)
+            chunk_ids = f.chunk[slots]
             lo, hi = int(chunk_ids.min()), int(chunk_ids.max())
             if lo == _ABSENT:
                 if fields is None and hi == _ABSENT:
                     continue  # a field none of these keys holds
                 keys = keys or unpack_keys(packed)
-                self._raise_missing(part, partition_id, keys, slots, name, chunk_ids, fields is None)
+                self._raise_missing(
+                    part, partition_id, keys, _as_array(slots), name, chunk_ids, fields is None
+                )
             if lo == hi:
                 needed.add(lo)
+                uniform[name] = lo
             else:
                 needed.update(np.unique(chunk_ids).tolist())
+                uniform[name] = None
             cells[name] = (chunk_ids, f.row[slots])
             nbytes += int(f.nbytes[slots].sum())
         self._io[client]["bytes_read"] += nbytes
@@ -465,14 +488,16 @@ class StorageUnit:
                 by_value.append(cid)
         reply = {"fields": list(cells), "cells": cells, "objects": objects, "values": {}}
         if by_value:
-            return self._with_values(reply, by_value)
-        reply["cells"] = pack_cells(cells)
+            # Cells may be views of the field arrays: snapshot them before waiting.
+            reply["cells"] = {name: (c.copy(), r.copy()) for name, (c, r) in cells.items()}
+            return self._with_values(reply, by_value, uniform)
+        reply["cells"] = pack_cells(cells, uniform)
         return reply
 
-    async def _with_values(self, reply: dict, by_value: list[int]) -> dict:
+    async def _with_values(self, reply: dict, by_value: list[int], uniform: dict[str, int | None]) -> dict:
         """``reply`` with the rows of chunks ``by_value`` added by value (see :meth:`_get`)."""
         reply["values"] = await self._rows_by_value(reply["cells"], by_value)
-        reply["cells"] = pack_cells(reply["cells"])
+        reply["cells"] = pack_cells(reply["cells"], uniform)
         return reply
 
     def list_tags(self, partition_id: str | None) -> dict[str, dict[str, dict]]:
@@ -528,11 +553,12 @@ class StorageUnit:
         keys: list[str],
         slots: np.ndarray,
         name: str,
-        chunk_ids: np.ndarray,
+        chunk_ids: np.ndarray | None,
         mixed: bool,
     ) -> None:
-        """Raise the error for a get whose keys lack field ``name`` (some of them, when ``mixed``)."""
-        absent = chunk_ids == _ABSENT
+        """Raise the error for a get whose keys lack field ``name`` (some of them, when ``mixed``;
+        ``chunk_ids`` None: a field the partition does not hold at all)."""
+        absent = chunk_ids == _ABSENT if chunk_ids is not None else np.ones(len(slots), dtype=bool)
         if mixed:
             i = int(np.argmax(absent != absent[0]))
             raise KVFieldError(
@@ -553,7 +579,7 @@ class StorageUnit:
         new = {}
         for name, (schema, _) in specs.items():
             f = part.fields.get(name) if part is not None else None
-            if f is None:
+            if f is None or f.count == 0:
                 new[name] = RowSchema(*schema)  # schemas travel as plain tuples
             elif f.schema != schema:
                 raise KVSchemaError(
@@ -584,6 +610,8 @@ class StorageUnit:
 
     def _drop_cells(self, released: list[np.ndarray]) -> None:
         """Forget cells that pointed at chunks; a chunk no cell uses is dropped (Ray frees it)."""
+        if not released:
+            return
         counts: Counter[int] = Counter()
         for chunk_ids in released:
             lo = int(chunk_ids.min())
@@ -647,6 +675,11 @@ def _index(slots: range | list[int]) -> slice | np.ndarray:
     if isinstance(slots, range):
         return slice(slots.start, slots.stop)
     return np.asarray(slots, dtype=np.int64)
+
+
+def _as_array(slots: slice | np.ndarray) -> np.ndarray:
+    """Slots as an array (``_Partition.recall`` may give a slice)."""
+    return np.arange(slots.start, slots.stop) if isinstance(slots, slice) else slots
 
 
 def _total_bytes(row_bytes: int | np.ndarray, n: int) -> int:

@@ -46,24 +46,27 @@ def compact(index: np.ndarray) -> np.ndarray:
     return index.astype(np.int32) if len(index) and int(index.max()) < 2**31 else index
 
 
-def pack_cells(cells: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple]:
-    """Shrink ``{field: (chunk ids, rows)}``: one chunk id stands for all rows when they share it,
-    and a field whose cells are in the same chunks as an earlier field's names that field instead
-    of repeating the rows (a key's row in a chunk is the same for every field the put wrote)."""
+def pack_cells(
+    cells: dict[str, tuple[np.ndarray, np.ndarray]], uniform: dict[str, int | None]
+) -> dict[str, tuple]:
+    """Shrink ``{field: (chunk ids, rows)}``: a field whose cells are all in one chunk (``uniform``:
+    field -> that chunk id, else None) sends the id instead of the array, and a field whose cells
+    are in the same chunks as an earlier field's names that field instead of repeating the rows
+    (a key's row in a chunk is the same for every field the put wrote)."""
     packed: dict[str, tuple] = {}
     by_chunk: dict[int, str] = {}
     mixed: list[tuple[str, np.ndarray]] = []
     for name, (chunk_ids, rows) in cells.items():
-        lo = int(chunk_ids.min()) if len(chunk_ids) else 0
-        if len(chunk_ids) and lo == int(chunk_ids.max()):
-            ids: int | np.ndarray = lo
-            same = by_chunk.setdefault(lo, name)
+        chunk = uniform[name]
+        if chunk is not None:
+            ids: int | np.ndarray = chunk
+            same = by_chunk.setdefault(chunk, name)
         else:
             ids = chunk_ids
             same = next((other for other, o in mixed if np.array_equal(o, chunk_ids)), name)
             if same == name:
                 mixed.append((name, chunk_ids))
-        packed[name] = (ids, compact(rows) if same == name else same)
+        packed[name] = (ids, rows if same == name else same)
     return packed
 
 
