@@ -13,6 +13,7 @@ from tensordict import TensorDict
 from tests.kv.test_memory import object_store_bytes
 from verl_lite.kv import KVStoreError, get_kv_client
 from verl_lite.kv.channel import UnitChannel
+from verl_lite.kv.client import _Handover
 from verl_lite.kv.wire import encode
 
 
@@ -91,3 +92,32 @@ def test_a_readers_cached_reference_does_not_keep_cleared_rows_in_the_object_sto
         time.sleep(0.1)
     assert object_store_bytes() <= baseline + 1024**2
     ray.kill(peer)
+
+
+@ray.remote(num_cpus=0)
+class HoldRecorder:
+    """Stands in for a unit's ``hold`` (a real actor): records which tokens were handed over."""
+
+    def __init__(self):
+        self.tokens = []
+
+    def hold(self, items: list) -> None:
+        self.tokens.extend(token for token, _ in items)
+
+    def held(self) -> list:
+        return self.tokens
+
+
+def test_hand_overs_go_out_in_one_batch_per_unit_and_skip_objects_already_dropped(ray_local):
+    recorder = HoldRecorder.remote()
+    handover = _Handover(interval_s=0.05)
+    refs = {token: ray.put(token) for token in (b"kept-1", b"dropped", b"kept-2")}
+    for token, ref in refs.items():
+        handover.send(recorder, ("store", 0), token, ref)
+    handover.dropped(("store", 0), [b"dropped"])  # reported by the unit before the batch left
+    handover.dropped(("store", 1), [b"kept-2"])  # another unit's drop does not count here
+    deadline = time.monotonic() + 10
+    while not ray.get(recorder.held.remote()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)  # a second batch would have left by now
+    assert ray.get(recorder.held.remote()) == [b"kept-1", b"kept-2"]

@@ -80,6 +80,10 @@ class _UnitConnection(asyncio.Protocol):
         self.buffer += data
         self._answer_frames()
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiting is not None:  # nobody is left to read the reply
+            self.waiting.cancel()
+
     def _answer_frames(self) -> None:
         buffer = self.buffer
         while self.waiting is None and not self.transport.is_closing():
@@ -110,6 +114,8 @@ class _UnitConnection(asyncio.Protocol):
 
     def _replied(self, waiting: asyncio.Future) -> None:
         self.waiting = None
+        if self.transport.is_closing():
+            return
         if waiting.cancelled() or waiting.exception() is not None:
             self.transport.close()
             return

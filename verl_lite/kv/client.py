@@ -240,7 +240,7 @@ class _KVOps:
                 raise ref
             self._remember(token, ref)
             for u in registered:
-                _HANDOVER.send(self.units[u], token, ref)
+                _HANDOVER.send(self.units[u], (self.store_id, u), token, ref)
         for ok, value in results:
             if not ok:
                 raise value
@@ -451,7 +451,7 @@ class _KVOps:
             seen = self._seen[unit]
             self._seen[unit] = seq if seen is None else max(seen, seq)
         if dropped:
-            _HANDOVER.dropped(self.units[unit], dropped)
+            _HANDOVER.dropped((self.store_id, unit), dropped)
 
 
 class KVClient(_KVOps):
@@ -596,23 +596,24 @@ class _Handover:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        # (id of the unit's handle, token) of objects units reported dropped, oldest first.
-        self._dropped: OrderedDict[tuple[int, bytes], None] = OrderedDict()
+        # ((store id, unit index), token) of objects units reported dropped, oldest first.
+        self._dropped: OrderedDict[tuple[tuple[str, int], bytes], None] = OrderedDict()
         self._remembered_drops = remembered_drops
 
-    def send(self, unit: Any, token: bytes, ref: Any) -> None:
+    def send(self, unit: Any, unit_key: tuple[str, int], token: bytes, ref: Any) -> None:
+        """Queue ``ref`` (stored object ``token``) for ``unit`` (``unit_key``: store id, unit index)."""
         if self._thread is None or not self._thread.is_alive():
             with self._lock:
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._run, name="kv-handover", daemon=True)
                     self._thread.start()
-        self._queue.put((time.monotonic(), unit, (token, ref)))
+        self._queue.put((time.monotonic(), unit, unit_key, (token, ref)))
 
-    def dropped(self, unit: Any, tokens: list[bytes]) -> None:
-        """``unit`` dropped the objects ``tokens``: their references need not be handed over."""
+    def dropped(self, unit_key: tuple[str, int], tokens: list[bytes]) -> None:
+        """The unit ``unit_key`` dropped the objects ``tokens``: their references need not be handed over."""
         with self._lock:
             for token in tokens:
-                self._dropped[(id(unit), token)] = None
+                self._dropped[(unit_key, token)] = None
             while len(self._dropped) > self._remembered_drops:
                 self._dropped.popitem(last=False)
 
@@ -627,11 +628,11 @@ class _Handover:
 
     def _send_queued(self, first: tuple) -> None:
         """Send ``first`` and everything queued behind it, one Ray call per unit."""
-        by_unit: dict[int, tuple[Any, list]] = {}
+        by_unit: dict[tuple[str, int], tuple[Any, list]] = {}
         item: tuple | None = first
         while item is not None:
-            _, unit, handed = item
-            by_unit.setdefault(id(unit), (unit, []))[1].append(handed)
+            _, unit, unit_key, handed = item
+            by_unit.setdefault(unit_key, (unit, []))[1].append(handed)
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
