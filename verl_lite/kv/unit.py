@@ -24,8 +24,10 @@ live for the whole run, so in practice the rows live as long as they are needed.
 
 Bookkeeping is vectorised: each key has a slot, and each field is a few numpy arrays indexed by
 slot (chunk id, row, bytes), so puts, gets and clears cost numpy operations per call plus one
-dict lookup per key, not Python work per cell. The unit also counts, per client name, how many
-tensor bytes were written and read (from the metadata).
+dict lookup per key, not Python work per cell. A key list seen recently (as packed on the wire)
+maps straight to its slots until one of its keys is removed, and an emptied partition keeps its
+arrays for its next put. The unit also counts, per client name, how many tensor bytes were
+written and read (from the metadata).
 """
 
 from __future__ import annotations
