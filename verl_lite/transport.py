@@ -65,13 +65,17 @@ def tensor_to_numpy(tensor: torch.Tensor) -> tuple[np.ndarray, str]:
     return tensor.numpy(), dtype_name
 
 
+# Arrays read from Ray's object store are flagged read-only; wrapping them without a copy is the
+# point (readers treat them as read-only), so torch's warning about it is silenced, for calls made
+# from this module only (once here: a catch_warnings block per call costs more than the wrap).
+warnings.filterwarnings(
+    "ignore", message="The given NumPy array is not writable", category=UserWarning, module=__name__
+)
+
+
 def numpy_to_tensor(array: np.ndarray, dtype_name: str) -> torch.Tensor:
     """Wrap ``array`` as a tensor without copying; reinterpret dtypes numpy cannot hold."""
-    with warnings.catch_warnings():
-        # Arrays read from Ray's object store are flagged read-only although their memory is a
-        # private argument buffer; wrapping them is safe and avoids a copy.
-        warnings.simplefilter("ignore", UserWarning)
-        tensor = torch.from_numpy(array)
+    tensor = torch.from_numpy(array)
     if dtype_name in _DTYPE_BY_NAME:
         tensor = tensor.view(_DTYPE_BY_NAME[dtype_name])
     return tensor

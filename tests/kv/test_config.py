@@ -29,6 +29,10 @@ def test_keyword_overrides_win_over_the_config_object():
     ("values", "message"),
     [
         ({"num_storage_units": 0}, "kv.num_storage_units=0 is invalid"),
+        (
+            {"num_storage_units": "two"},
+            r"kv.num_storage_units='two' is invalid; use an integer >= 1, or null",
+        ),
         ({"name_prefix": "a b"}, "kv.name_prefix='a b' is invalid"),
         ({"num_units": 2}, r"unknown key\(s\) \['num_units'\]"),
     ],

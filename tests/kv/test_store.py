@@ -30,6 +30,16 @@ def test_init_from_the_yaml_config_with_overrides_names_the_units_and_refuses_a_
     shutdown_kv_store("lifecycle")
 
 
+def test_by_default_the_store_starts_one_unit_per_node(ray_local):
+    client = init_kv_store(name_prefix="per_node")
+    try:
+        nodes = sum(1 for node in ray.nodes() if node["Alive"])
+        assert len(client.units) == nodes and client.config.num_storage_units == nodes
+        assert len(get_kv_client(name_prefix="per_node").units) == nodes
+    finally:
+        shutdown_kv_store("per_node")
+
+
 def test_a_client_on_another_node_sends_each_unit_its_rows_and_reads_rows_by_value(kv_client, partition):
     remote = copy.copy(kv_client)
     remote._node_id = "another-node"  # no shared batch, no shared chunks: rows travel by value

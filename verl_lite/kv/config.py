@@ -13,17 +13,19 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 class KVStoreConfig:
     """Settings of one KV store; validated on construction, read-only afterwards."""
 
-    num_storage_units: int = 2
-    """Storage-unit actors (``num_cpus=0``); keys are spread over them by a hash of the key."""
+    num_storage_units: int | None = None
+    """Storage-unit actors (``num_cpus=0``); keys are spread over them by a hash of the key.
+    ``None``: one per node of the Ray cluster when the store starts."""
     name_prefix: str = "verl_lite_kv"
     """Prefix of the named unit actors (``{name_prefix}_unit_{i}``); ``get_kv_client`` looks them up by it."""
     client_name: str | None = None
     """Name this process's client reports in the store's byte accounting; ``None`` = ``{hostname}:{pid}``."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_storage_units, int) or self.num_storage_units < 1:
+        units = self.num_storage_units
+        if units is not None and (not isinstance(units, int) or isinstance(units, bool) or units < 1):
             raise ValueError(
-                f"kv.num_storage_units={self.num_storage_units!r} is invalid; use an integer >= 1."
+                f"kv.num_storage_units={units!r} is invalid; use an integer >= 1, or null for one per node."
             )
         if not isinstance(self.name_prefix, str) or not _NAME.match(self.name_prefix):
             raise ValueError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import ray
@@ -31,9 +31,12 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
     Args:
         config: a ``KVStoreConfig``, a dict or an OmegaConf node shaped like ``configs/kv/default.yaml``.
         client_name: name of the returned client in the store's byte accounting (e.g. ``"controller"``).
-        **overrides: config keys set on top of ``config`` (``num_storage_units=2``).
+        **overrides: config keys set on top of ``config`` (``num_storage_units=2``; unset or
+            ``None``: one unit per node, since units hold only keys, tags and row locations).
     """
     cfg = KVStoreConfig.from_any(config, **overrides)
+    if cfg.num_storage_units is None:
+        cfg = replace(cfg, num_storage_units=_alive_nodes())
     if _find_unit(cfg.name_prefix, 0) is not None:
         raise KVStoreError(
             f"a KV store with name_prefix {cfg.name_prefix!r} is already running in this Ray job; "
@@ -104,6 +107,11 @@ def shutdown_kv_store(name_prefix: str = KVStoreConfig.name_prefix) -> None:
                 f"KV store {name_prefix!r}: unit names still taken {_NAME_RELEASE_TIMEOUT_S}s after kill."
             )
         time.sleep(0.01)
+
+
+def _alive_nodes() -> int:
+    """Nodes of the Ray cluster that are up (at least 1)."""
+    return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
 
 
 def _find_unit(name_prefix: str, index: int):
