@@ -66,16 +66,21 @@ def tensor_to_numpy(tensor: torch.Tensor) -> tuple[np.ndarray, str]:
 
 
 # Arrays read from Ray's object store are flagged read-only; wrapping them without a copy is the
-# point (readers treat them as read-only), so torch's warning about it is silenced, for calls made
-# from this module only (once here: a catch_warnings block per call costs more than the wrap).
-warnings.filterwarnings(
-    "ignore", message="The given NumPy array is not writable", category=UserWarning, module=__name__
-)
+# point (readers treat them as read-only). torch warns about that once per process; that one time
+# is silenced, and later calls skip the (per-call costly) catch_warnings block.
+_READ_ONLY_WARNED = False
 
 
 def numpy_to_tensor(array: np.ndarray, dtype_name: str) -> torch.Tensor:
     """Wrap ``array`` as a tensor without copying; reinterpret dtypes numpy cannot hold."""
-    tensor = torch.from_numpy(array)
+    global _READ_ONLY_WARNED
+    if _READ_ONLY_WARNED or array.flags.writeable:
+        tensor = torch.from_numpy(array)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            tensor = torch.from_numpy(array)
+        _READ_ONLY_WARNED = True
     if dtype_name in _DTYPE_BY_NAME:
         tensor = tensor.view(_DTYPE_BY_NAME[dtype_name])
     return tensor
