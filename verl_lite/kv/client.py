@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,7 @@ _INLINE_BYTES = 64 * 1024
 _REFERENCE_CACHE = 8
 # Stores shut down from this process; their clients fail fast instead of calling dead actors.
 _CLOSED_STORES: set[str] = set()
-# Key lists whose checks and unit grouping a client remembers (hashing 8k keys costs ~1 ms).
+# Key lists whose checks and unit grouping a client remembers (checking and hashing 8k keys costs ~2 ms).
 _ROUTE_CACHE = 4
 
 
@@ -78,7 +78,7 @@ class _Route:
     plus the stored objects (tokens) that held their rows when this client last put or read them."""
 
     keys: list[str]
-    groups: list[tuple[int, bytes, np.ndarray]]
+    groups: list[tuple[int, str | bytes, np.ndarray]]
     unique: bool
     objects: tuple[bytes, ...] = ()
 
@@ -170,7 +170,7 @@ class _KVOps:
             del routes[0]
         return route
 
-    def _groups(self, keys: list[str]) -> list[tuple[int, bytes, np.ndarray]]:
+    def _groups(self, keys: list[str]) -> list[tuple[int, str | bytes, np.ndarray]]:
         """``(unit, its keys packed (``wire.pack_keys``), their positions in keys)`` for every unit that
         holds some of ``keys``."""
         if not keys:
@@ -264,7 +264,7 @@ class _KVOps:
         fields = None if select_fields is None else list(select_fields)
         # While the units answer, map the objects that held these keys' rows last time (this
         # client's own put, or its previous read of the same keys): usually the reply names them.
-        expected = self._cached(dict.fromkeys(route.objects))
+        expected = self._cached(route.objects)
         calls = _Calls(
             [
                 (u, "get", (partition_id, unit_keys, fields, self.name, self.node_id))
@@ -280,7 +280,7 @@ class _KVOps:
         fetched: dict[bytes, Any] = {}
         if calls.outcome is not None and calls.outcome[0]:
             fetched = {t: v for t, v in zip(expected, calls.outcome[1]) if t in wanted}
-        references = self._cached({t: i for t, i in wanted.items() if t not in fetched})
+        references = self._cached(t for t in wanted if t not in fetched)
         missing: dict[int, list[bytes]] = {}
         for token, i in wanted.items():
             if token not in references and token not in fetched:
@@ -433,7 +433,8 @@ class _KVOps:
             while len(self._references) > _REFERENCE_CACHE:
                 self._references.popitem(last=False)
 
-    def _cached(self, tokens: dict[bytes, int]) -> dict[bytes, Any]:
+    def _cached(self, tokens: Iterable[bytes]) -> dict[bytes, Any]:
+        """References this client holds for ``tokens`` (those it has), marked recently used."""
         with self._references_lock:
             found = {token: self._references[token] for token in tokens if token in self._references}
             for token in found:
@@ -638,11 +639,9 @@ class _Handover:
             except queue.Empty:
                 item = None
         with self._lock:
-            live = {
-                key: (unit, [h for h in items if (key, h[0]) not in self._dropped])
-                for key, (unit, items) in by_unit.items()
-            }
-        for unit, items in live.values():
+            for key, (_, items) in by_unit.items():
+                items[:] = [handed for handed in items if (key, handed[0]) not in self._dropped]
+        for unit, items in by_unit.values():
             if not items:
                 continue
             try:

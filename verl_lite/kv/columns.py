@@ -58,7 +58,7 @@ def row_nbytes(column: tuple) -> np.ndarray:
         per_row = array.itemsize * math.prod(array.shape[1:])
         return np.full(len(array), per_row, dtype=np.int64)
     values, offsets = column[1], column[2]
-    per_item = values.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+    per_item = values.itemsize * math.prod(values.shape[1:])
     return np.diff(offsets).astype(np.int64) * per_item
 
 
