@@ -11,6 +11,8 @@ Run: ``python bench/kv_store.py`` (starts and stops its own local Ray).
    samples them from tags, trainer workers read fields and write ``old_log_probs``. Reported:
    bytes that crossed the controller process (tensor bytes per the store's accounting, plus the
    pickled keys/tags/metas it sent and received) as a share of trajectory bytes. Target: < 1%.
+3. With ``--pieces``: ``ray.put`` of one array, whole and in 1 MiB pieces, by size (why the store
+   sends arrays of up to ``verl_lite.kv.pieces.PIECES_UP_TO`` bytes in pieces).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from verl_lite.kv import (
     trajectory_key,
     trajectory_tag,
 )
+from verl_lite.kv.pieces import InPieces
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
 
@@ -131,6 +134,23 @@ def print_throughput(results: list[dict[str, float]]) -> None:
         "(target KV/raw >= 0.7; unit RTT = an empty request to every unit over the store's socket "
         "channel: a put and a get each cost at least one on top of raw's ray.put/ray.get)"
     )
+
+
+def bench_pieces(sizes_mib: tuple[int, ...] = (2, 4, 8, 16, 32), repeats: int = 60) -> None:
+    """Print ``ray.put`` milliseconds for one array sent whole and as 1 MiB pieces, by size."""
+    print("\nray.put of one int64 array: whole (Ray's 6-thread copy above 1 MiB) vs 1 MiB pieces (memcpy)")
+    print(f"{'MiB':>5} {'whole ms':>9} {'pieces ms':>10} {'pieces/whole':>13}")
+    for mib in sizes_mib:
+        array = np.random.default_rng(0).integers(0, 32000, size=mib * 2**20 // 8)
+        times: dict[str, list[float]] = {"whole": [], "pieces": []}
+        for i in range(2 * repeats):  # alternating, so both see the same background load
+            kind = "whole" if i % 2 == 0 else "pieces"
+            start = time.perf_counter()
+            ref = ray.put({"a": array if kind == "whole" else InPieces(array)})
+            times[kind].append(time.perf_counter() - start)
+            del ref
+        whole, pieces = median_ms(times["whole"][2:]), median_ms(times["pieces"][2:])
+        print(f"{mib:>5} {whole:>9.2f} {pieces:>10.2f} {pieces / whole:>13.2f}")
 
 
 @ray.remote(num_cpus=0)
@@ -234,6 +254,7 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=40, help="timed repetitions at the base size")
     parser.add_argument("--settle-s", type=float, default=20.0, help="idle seconds after Ray starts")
+    parser.add_argument("--pieces", action="store_true", help="also time ray.put whole vs in 1 MiB pieces")
     parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
     args = parser.parse_args()
     # Touch the object store's pages up front (the setting, then a first write of the whole
@@ -265,6 +286,8 @@ def main() -> None:
                     results.append({"units": count, **bench_throughput(client, rows, repeats)})
             shutdown_kv_store()
         print_throughput(results)
+        if args.pieces:
+            bench_pieces()
         client = init_kv_store(num_storage_units=(args.units or [None])[0], client_name="controller")
         step = bench_controller_bytes(client, prompts=64, n=4)
         share = (step["controller_tensor_bytes"] + step["controller_meta_bytes"]) / step["trajectory_bytes"]

@@ -6,9 +6,10 @@ references, and receives their values; :class:`KVClient` resolves them blocking 
 :class:`AsyncKVClient` with ``await`` (for asyncio code such as rollout workers).
 
 Tensors cross processes as numpy columns (Ray's zero-copy path). A put writes its columns once,
-as one object in the object store, and registers its keys, tags and per-row sizes with every
-unit holding some of them (one request per unit, sent together); the object's reference follows
-to those units through Ray on a background thread, off the put's path. Small puts travel inside
+as one object in the object store (arrays of a few MiB in pieces, ``verl_lite.kv.pieces``), and
+registers its keys, tags and per-row sizes with every unit holding some of them (one request
+per unit, sent together); the object's reference follows to those units through Ray on a
+background thread, off the put's path. Small puts travel inside
 the requests. A get asks each unit where its keys' rows are, maps each stored object once
 (zero-copy on the same node; references come from the client's cache, else from the unit) and
 returns views when a field's rows are one run of one put, else gathers them once.
@@ -40,6 +41,7 @@ from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVFieldError, KVSchemaError, KVStoreClosedError, KVStoreError, preview
 from verl_lite.kv.keys import unit_of_keys
 from verl_lite.kv.meta import KVBatchMeta
+from verl_lite.kv.pieces import in_pieces
 from verl_lite.kv.wire import compact, decode, encode, pack_keys, unpack_cells
 
 Op = Generator[Any, list, Any]
@@ -226,7 +228,9 @@ class _KVOps:
             unit_tags = None if tags is None else [tags[i] for i in positions.tolist()]
             requests.append((u, "put", (partition_id, unit_keys, unit_tags, unit_specs, chunk, self.name)))
         calls = _Calls(
-            requests, meanwhile=(lambda: ray.put(columns)) if token is not None else None, keep_errors=True
+            requests,
+            meanwhile=(lambda: ray.put(in_pieces(columns))) if token is not None else None,
+            keep_errors=True,
         )
         results = yield calls
         registered = [u for (u, _, _), (ok, _) in zip(groups, results) if ok]
