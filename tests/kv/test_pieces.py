@@ -1,5 +1,6 @@
 """Arrays of a few MiB travel through Ray's object store as 1 MiB pieces and come back whole."""
 
+import gc
 import pickle
 
 import numpy as np
@@ -39,6 +40,13 @@ def test_ray_returns_the_pieces_as_one_read_only_view_of_the_stored_object(ray_l
         assert np.array_equal(got, sent)
         # Read-only, like every array Ray maps; a copy made because pieces were apart would be writable.
         assert not got.flags.writeable
+    # The view alone keeps the stored object mapped: freed, its memory would be reused by new puts.
+    view = back["ids"][1]
+    del back
+    gc.collect()
+    fillers = [ray.put(np.full(ids.shape, -1, dtype=np.int64)) for _ in range(4)]
+    assert np.array_equal(view, ids)
+    del fillers
 
 
 def test_pieces_that_are_not_adjacent_are_copied_into_one_array():
