@@ -9,10 +9,10 @@ Tensors cross processes as numpy columns (Ray's zero-copy path). A put writes it
 as one object in the object store (arrays of a few MiB in pieces, ``verl_lite.kv.pieces``), and
 registers its keys, tags and per-row sizes with every unit holding some of them (one request
 per unit, sent together); the object's reference follows to those units through Ray on a
-background thread, off the put's path. Small puts travel inside
-the requests. A get asks each unit where its keys' rows are, maps each stored object once
-(zero-copy on the same node; references come from the client's cache, else from the unit) and
-returns views when a field's rows are one run of one put, else gathers them once.
+background thread, off the put's path. Small puts travel inside the requests. A get asks each
+unit where its keys' rows are, maps each stored object once (zero-copy on the same node;
+references come from the client's cache, else from the unit) and returns views when a field's
+rows are one run of one put, else gathers them once.
 """
 
 from __future__ import annotations
