@@ -7,8 +7,10 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from verl_lite.kv.pieces import PIECE_BYTES, PIECES_UP_TO, InPieces, in_pieces
+from verl_lite.kv.pieces import PIECE_BYTES, InPieces, in_pieces
 from verl_lite.protocol import to_jagged
+
+UP_TO = 4 << 20  # the limit on nodes with few cores; on larger ones the store sends arrays whole
 
 
 def test_only_contiguous_arrays_between_one_piece_and_the_limit_are_wrapped():
@@ -16,14 +18,15 @@ def test_only_contiguous_arrays_between_one_piece_and_the_limit_are_wrapped():
     columns = {
         "one_piece": ("dense", np.zeros(PIECE_BYTES, dtype=np.uint8), "torch.uint8"),
         "mid": ("jagged", mid, np.array([0, mid.size]), "torch.int64"),
-        "too_big": ("dense", np.zeros(PIECES_UP_TO + 1, dtype=np.uint8), "torch.uint8"),
+        "too_big": ("dense", np.zeros(UP_TO + 1, dtype=np.uint8), "torch.uint8"),
         "strided": ("dense", np.zeros((2, PIECE_BYTES), dtype=np.uint8)[:, ::2], "torch.uint8"),
         "rows": ("rows", ["a", "b"]),
     }
-    wrapped = in_pieces(columns)
+    wrapped = in_pieces(columns, up_to=UP_TO)
     assert [type(v).__name__ for v in wrapped["mid"]] == ["str", "InPieces", "ndarray", "str"]
     for name in ("one_piece", "too_big", "strided", "rows"):
         assert all(a is b for a, b in zip(wrapped[name], columns[name], strict=True))
+    assert in_pieces(columns, up_to=0) is columns  # nodes with 8 or more cores: always whole
 
 
 def test_ray_returns_the_pieces_as_one_read_only_view_of_the_stored_object(ray_local):
@@ -32,7 +35,11 @@ def test_ray_returns_the_pieces_as_one_read_only_view_of_the_stored_object(ray_l
     ids = rng.integers(0, 32000, size=(300, 1024), dtype=np.int64)  # 2.3 MiB: 3 pieces, the last partial
     masks = rng.integers(0, 2, size=(3 * PIECE_BYTES + 5,)).astype(bool)
     back = ray.get(
-        ray.put(in_pieces({"ids": ("dense", ids, "torch.int64"), "m": ("dense", masks, "torch.bool")}))
+        ray.put(
+            in_pieces(
+                {"ids": ("dense", ids, "torch.int64"), "m": ("dense", masks, "torch.bool")}, up_to=UP_TO
+            )
+        )
     )
     assert back["ids"][0] == "dense" and back["ids"][2] == "torch.int64"
     for got, sent in ((back["ids"][1], ids), (back["m"][1], masks)):
@@ -56,7 +63,7 @@ def test_pieces_that_are_not_adjacent_are_copied_into_one_array():
     assert back.flags.writeable
 
 
-def test_kv_round_trip_of_fields_sent_in_pieces_is_bit_exact(kv_client, partition):
+def test_kv_round_trip_of_fields_of_a_few_mib_is_bit_exact(kv_client, partition):
     g = torch.Generator().manual_seed(3)
     n = 256
     lengths = torch.randint(700, 1024, (n,), generator=g).tolist()  # ~1.7 MiB of jagged int64 values

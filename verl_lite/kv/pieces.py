@@ -1,12 +1,13 @@
 """Arrays that ``ray.put`` copies in 1 MiB pieces and that ``ray.get`` returns whole again.
 
 Ray copies every buffer above 1 MiB into the object store with 6 threads it spawns for that one
-copy. For buffers of a few MiB the spawning costs more than the threads save, and on a small
-node they crowd out every other process while they run (here, 2 cores: a 2 MiB array puts in
-~0.9 ms as 1 MiB pieces against ~1.1 ms whole, 4 MiB in ~1.2 against ~1.4; at 8 MiB both take
-~1.7 ms and above it the threads win: ``bench/kv_store.py --pieces`` measures it). So a stored
-column's arrays of up to :data:`PIECES_UP_TO` bytes travel as 1 MiB pieces, each copied by a
-plain ``memcpy``.
+copy. On a node with fewer cores than those threads, for buffers of a few MiB the spawning
+costs more than the threads save, and they crowd out every other process while they run (here,
+2 cores: a 2 MiB array puts in ~0.9 ms as 1 MiB pieces against ~1.1 ms whole, 4 MiB in ~1.2
+against ~1.4; at 8 MiB both take ~1.7 ms and above it the threads win: ``bench/kv_store.py
+--pieces`` measures it). So there a stored column's arrays of up to :data:`PIECES_UP_TO` bytes
+travel as 1 MiB pieces, each copied by a plain ``memcpy``. On larger nodes the threads run side
+by side and likely win at every size (not measured here), so arrays go whole.
 
 Ray lays the buffers of one object out back to back (64-byte aligned, which 1 MiB pieces are),
 so :func:`joined` returns the pieces as one zero-copy view of the stored object; should the
@@ -15,13 +16,24 @@ layout ever differ, it copies them into one array instead. Numpy-only: units unp
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 PIECE_BYTES = 1 << 20
 """Bytes per piece: Ray's threshold for its threaded copy (buffers of at most this use memcpy)."""
 
-PIECES_UP_TO = 4 << 20
-"""Largest array sent in pieces; larger ones go whole, where Ray's threaded copy is faster."""
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+PIECES_UP_TO = 4 << 20 if _usable_cores() < 8 else 0
+"""Largest array sent in pieces: 4 MiB where this process may use fewer than 8 cores (Ray's 6
+copy threads and the caller cannot all run at once), else 0 (arrays always go whole)."""
 
 
 class InPieces:
@@ -38,20 +50,18 @@ class InPieces:
         return joined, (self.array.dtype.str, self.array.shape, pieces)
 
 
-def in_pieces(columns: dict[str, tuple]) -> dict[str, tuple]:
-    """``columns`` with every contiguous array of more than 1 MiB and at most
-    :data:`PIECES_UP_TO` bytes wrapped in :class:`InPieces` (for ``ray.put``; no copy)."""
-    return {name: tuple(map(_wrapped, column)) for name, column in columns.items()}
+def in_pieces(columns: dict[str, tuple], up_to: int = PIECES_UP_TO) -> dict[str, tuple]:
+    """``columns`` with every contiguous array of more than 1 MiB and at most ``up_to`` bytes
+    wrapped in :class:`InPieces` (for ``ray.put``; no copy)."""
+    if up_to <= PIECE_BYTES:
+        return columns
 
+    def wrapped(value: object) -> object:
+        if isinstance(value, np.ndarray) and PIECE_BYTES < value.nbytes <= up_to and value.flags.c_contiguous:
+            return InPieces(value)
+        return value
 
-def _wrapped(value: object) -> object:
-    if (
-        isinstance(value, np.ndarray)
-        and PIECE_BYTES < value.nbytes <= PIECES_UP_TO
-        and value.flags.c_contiguous
-    ):
-        return InPieces(value)
-    return value
+    return {name: tuple(map(wrapped, column)) for name, column in columns.items()}
 
 
 def joined(dtype: str, shape: tuple[int, ...], pieces: list[np.ndarray]) -> np.ndarray:
