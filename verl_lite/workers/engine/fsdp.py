@@ -90,11 +90,15 @@ class FSDPEngine(TrainingEngine):
         self.hf_config = model.config
         self.optimizer = self.scheduler = None
         if optim_config is not None:
+            # The fused kernel (CPU and CUDA) updates every parameter in one pass instead of a
+            # Python loop over tensors: 21 vs 107 ms a step for 30M parameters on 2 CPU cores.
+            # TRL's default optimizer (adamw_torch_fused) is the same kernel.
             self.optimizer = torch.optim.AdamW(
                 model.parameters(),
                 lr=optim_config.lr,
                 betas=tuple(optim_config.betas),
                 weight_decay=optim_config.weight_decay,
+                fused=True,
             )
             self.scheduler = build_scheduler(self.optimizer, optim_config)
 
