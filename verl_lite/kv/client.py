@@ -702,8 +702,8 @@ def _all_strings(keys: list) -> bool:
     return True
 
 
-def _check_keys(keys: Sequence[str], op: str) -> list[str]:
-    keys = list(keys)
+def _check_keys(keys: list[str], op: str) -> None:
+    """Raise unless ``keys`` are non-empty, distinct strings."""
     if not (_all_strings(keys) and all(keys)):
         bad = [k for k in keys if not isinstance(k, str) or not k]
         if bad:
@@ -711,7 +711,6 @@ def _check_keys(keys: Sequence[str], op: str) -> list[str]:
     if len(set(keys)) != len(keys):
         dup = [k for k, count in Counter(keys).items() if count > 1]
         raise KVSchemaError(f"{op}: duplicate keys in one call: {preview(dup)}.")
-    return keys
 
 
 def _meta_from_replies(keys: list[str], partition_id: str, groups: list, replies: list[dict]) -> KVBatchMeta:
