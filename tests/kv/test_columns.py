@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDict
 
 from verl_lite.kv.batches import Source, assemble_field, build_tensordict, columns_of
-from verl_lite.kv.columns import columns_by_unit, row_nbytes
+from verl_lite.kv.columns import row_nbytes, take_rows
 from verl_lite.kv.errors import KVSchemaError
 from verl_lite.protocol import make_batch, to_jagged
 
@@ -14,7 +14,14 @@ from verl_lite.protocol import make_batch, to_jagged
 def round_trip(td: TensorDict, unit_ids: list[int], num_units: int, padded: bool = False) -> TensorDict:
     """Split like a put, then assemble every field back like a get."""
     n = td.batch_size[0]
-    parts = list(columns_by_unit(columns_of(td), np.array(unit_ids), num_units))
+    columns, unit_ids = columns_of(td), np.array(unit_ids)
+    parts = []
+    for unit in range(num_units):
+        positions = np.flatnonzero(unit_ids == unit)
+        if len(positions):
+            parts.append(
+                (unit, positions, {name: take_rows(col, positions) for name, col in columns.items()})
+            )
     out = {}
     for name in td.keys():
         sources = [Source(cols[name], np.arange(len(pos)), pos) for _, pos, cols in parts]
@@ -50,10 +57,8 @@ def test_padded_assembly_right_pads_and_returns_the_matching_mask():
 
 def test_contiguous_rows_are_sent_as_views_and_row_bytes_count_real_tokens():
     ids = torch.arange(8, dtype=torch.int64).view(4, 2)
-    [(_, positions, cols)] = list(
-        columns_by_unit(columns_of(TensorDict({"ids": ids}, [4])), np.zeros(4, int), 1)
-    )
-    assert np.shares_memory(cols["ids"][1], ids.numpy())  # no copy when nothing moves
+    column = take_rows(columns_of(TensorDict({"ids": ids}, [4]))["ids"], np.arange(4))
+    assert np.shares_memory(column[1], ids.numpy())  # no copy when nothing moves
     jag = columns_of(TensorDict({"t": to_jagged([torch.ones(3), torch.ones(1)])}, [2]))["t"]
     assert row_nbytes(jag).tolist() == [12, 4]  # float32 tokens, unpadded
 

@@ -1,4 +1,4 @@
-"""The numpy column format of stored rows: row schemas, sizes, and splitting rows by unit.
+"""The numpy column format of stored rows: row schemas, sizes, and selecting rows.
 
 A *column* is one field of a chunk of rows, in the wire format of :mod:`verl_lite.transport`:
 ``("dense", array (rows, *row_shape), dtype_name)``, ``("jagged", values (total, *trailing),
@@ -10,7 +10,6 @@ arithmetic (one gather per field and unit, a view where the rows are contiguous)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -69,20 +68,6 @@ def segment_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     first = np.cumsum(lengths) - lengths
     return np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
-
-
-def columns_by_unit(
-    columns: dict[str, tuple], unit_ids: np.ndarray, num_units: int
-) -> Iterator[tuple[int, np.ndarray, dict[str, tuple]]]:
-    """Yield ``(unit, positions, columns of those rows)`` for every unit that receives rows.
-
-    Lazy on purpose: the caller ships part ``u`` (and the unit starts storing it) while part
-    ``u + 1`` is still being gathered. Rows already contiguous are sliced, not copied.
-    """
-    for unit in range(num_units):
-        positions = np.flatnonzero(unit_ids == unit)
-        if len(positions):
-            yield unit, positions, {name: take_rows(col, positions) for name, col in columns.items()}
 
 
 def take_rows(column: tuple, rows: np.ndarray) -> tuple:
