@@ -101,3 +101,76 @@ def test_every_dataclass_field_is_a_yaml_key_and_back(cls, title):
     fields = dataclass_keys(cls)
     assert sorted(fields - documented) == [], f"{cls.__name__} fields missing from the yaml"
     assert sorted(documented - fields) == [], f"yaml keys {cls.__name__} does not define"
+
+
+CONFIG_CLASSES = {"ppo_trainer": PPOConfig, "sft_trainer": SFTConfig, "rm_trainer": RMConfig}
+
+
+def field_defaults(cls: type) -> dict[str, object]:
+    """Every leaf field's default by dotted path, as the fields' defaults and factories build it (the
+    path filling done in the top-level ``__post_init__`` of SFT/RM configs is not a default and is not run)."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out.update(_leaves(f.name, default))
+    return out
+
+
+def _leaves(path: str, value: object) -> dict[str, object]:
+    if dataclasses.is_dataclass(value):
+        return {
+            k: v
+            for f in dataclasses.fields(value)
+            for k, v in _leaves(f"{path}.{f.name}", getattr(value, f.name)).items()
+        }
+    if isinstance(value, dict) and value:
+        return {f"{path}.{key}": v for key, v in value.items()}
+    return {path: list(value) if isinstance(value, tuple) else value}
+
+
+def yaml_defaults(config_dir: Path, name: str) -> dict[str, object]:
+    """Every leaf of ``config_dir/<name>.yaml`` as Hydra composes it, interpolations resolved."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        tree = OmegaConf.to_container(compose(name), resolve=True)
+
+    def leaves(node: dict, prefix: str = "") -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in node.items():
+            if isinstance(value, dict) and value:
+                out.update(leaves(value, f"{prefix}{key}."))
+            else:
+                out[prefix + key] = value
+        return out
+
+    return leaves(tree)
+
+
+def default_drift(config_dir: Path, name: str) -> list[str]:
+    """One line per key whose yaml default and dataclass default differ."""
+    yaml_values, field_values = yaml_defaults(config_dir, name), field_defaults(CONFIG_CLASSES[name])
+    return [
+        f"{name}: {key} is {yaml_values[key]!r} in the yaml but {field_values[key]!r} in the dataclass"
+        for key in sorted(set(yaml_values) & set(field_values))
+        if yaml_values[key] != field_values[key]
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_CLASSES))
+def test_every_yaml_default_equals_the_dataclass_default(name):
+    assert default_drift(gen.CONFIG_DIR, name) == []
+
+
+def test_a_default_changed_on_one_side_only_is_reported(tmp_path):
+    configs = tmp_path / "configs"
+    shutil.copytree(gen.CONFIG_DIR, configs)
+    _edit(configs / "ppo_trainer.yaml", r"(?<=^      lr: )2.0e-5$", "3.0e-5")
+    _edit(configs / "rm_trainer.yaml", r"(?<=^  micro_batch_size_per_gpu: )4$", "8")
+    assert default_drift(configs, "ppo_trainer") == [
+        "ppo_trainer: actor_rollout_ref.actor.optim.lr is 3e-05 in the yaml but 2e-05 in the dataclass"
+    ]
+    assert default_drift(configs, "rm_trainer") == [
+        "rm_trainer: data.micro_batch_size_per_gpu is 8 in the yaml but 4 in the dataclass"
+    ]

@@ -1,8 +1,10 @@
 """The typed PPO/GRPO configuration: one dataclass per yaml group, validated before Ray starts.
 
-``configs/ppo_trainer.yaml`` only sets values; every key is defined here with its default. The
-cross-field rules (batch divisibility, registry names, files, lengths) live in
-``verl_lite/trainer/validation.py`` and run on the built :class:`PPOConfig`.
+Defaults: ``configs/ppo_trainer.yaml`` is their source (every run composes it); each field here
+repeats its yaml value, so that code building a config without Hydra gets the same run, and
+``tests/test_docs_config.py`` fails when one value differs. The cross-field rules (batch
+divisibility, registry names, files, lengths) live in ``verl_lite/trainer/validation.py`` and run on
+the built :class:`PPOConfig`.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class TrainerConfig:
     # Passes over the training prompts.
     total_epochs: int = 1
     # Stop after this many steps (null = total_epochs worth).
-    total_training_steps: int | None = None
+    total_training_steps: int | None = 40
     nnodes: int = 1
     # Worker processes per node (GPUs per node on a GPU cluster).
     n_gpus_per_node: int = 1

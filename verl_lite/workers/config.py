@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 class ModelConfig:
     """Where the model comes from and how it is built."""
 
-    # Hugging Face folder (or hub id where the hub is reachable) of the model and its tokenizer.
-    path: str = ""
+    # Hugging Face folder (or hub id where the hub is reachable) of the model and its tokenizer; null = the
+    # embedded tiny model (filled in by the entry points).
+    path: str | None = None
     # Tokenizer folder when it differs from ``path``.
     tokenizer_path: str | None = None
     # Recompute activations in backward to save memory (slower).
@@ -28,9 +29,9 @@ class OptimConfig:
     """AdamW and its learning-rate schedule."""
 
     # Peak learning rate.
-    lr: float = 1e-6
+    lr: float = 2e-5
     # AdamW decoupled weight decay.
-    weight_decay: float = 0.01
+    weight_decay: float = 0.0
     # AdamW betas.
     betas: tuple[float, float] = (0.9, 0.999)
     # Clip the global gradient norm to this value (the norm before clipping is logged).
@@ -68,7 +69,7 @@ class UpdateBatchingConfig:
     # Prompts per optimizer step over all data-parallel ranks (each brings rollout.n trajectories).
     ppo_mini_batch_size: int = 16
     # Trajectories per forward/backward on one rank (ignored with use_dynamic_bsz).
-    ppo_micro_batch_size_per_gpu: int = 4
+    ppo_micro_batch_size_per_gpu: int = 32
     # Cut micro-batches by a token budget instead of a row count.
     use_dynamic_bsz: bool = False
     # Token budget of one micro-batch per rank (prompt + response tokens) with use_dynamic_bsz.
@@ -86,7 +87,7 @@ class ActorConfig(UpdateBatchingConfig):
     # auto: skip the old-log-prob forward when the update is one on-policy pass; recompute: always run it.
     old_log_prob: str = "auto"
     # Rows per forward when computing log-probs (old and reference) on one rank.
-    log_prob_micro_batch_size_per_gpu: int = 8
+    log_prob_micro_batch_size_per_gpu: int = 64
     # Registered policy loss name (verl_lite.algorithms.POLICY_LOSSES).
     policy_loss: str = "vanilla"
     # Loss aggregation mode (see docs/algorithms.md).
@@ -115,7 +116,7 @@ class CriticConfig(UpdateBatchingConfig):
     # Value clipping range around the old values.
     cliprange_value: float = 0.5
     loss_agg_mode: str = "token-mean"
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4))
 
 
 @dataclass
@@ -140,15 +141,15 @@ class RolloutConfig:
     # Registered rollout backend ("hf" or "vllm").
     name: str = "hf"
     # Samples per prompt during training.
-    n: int = 1
+    n: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
     do_sample: bool = True
     # Maximum prompt tokens (longer prompts are filtered or truncated by the dataset).
-    prompt_length: int = 256
+    prompt_length: int = 64
     # Maximum generated tokens per sample.
-    response_length: int = 128
+    response_length: int = 32
     # Prompts per generate call on one rank.
     micro_batch_size: int = 64
     # Registered checkpoint-sync backend carrying actor weights to this rollout ("naive", "ray", "nccl").
@@ -189,4 +190,4 @@ class CriticWorkerConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     # Rows per forward when computing values on one rank.
-    log_prob_micro_batch_size_per_gpu: int = 8
+    log_prob_micro_batch_size_per_gpu: int = 64

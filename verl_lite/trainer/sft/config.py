@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ class SupervisedDataConfig:
     # Validation rows, same format; null = hold out val_ratio of the training rows.
     val_files: str | list[str] | None = None
     # Fraction of training rows held out for validation when val_files is null (0 disables validation).
-    val_ratio: float = 0.05
+    val_ratio: float = 0.02
     # Longest sequence in tokens (longer rows are right-truncated).
     max_length: int = 128
     # Rows per optimizer step over all data-parallel ranks (pairs for reward models).
@@ -49,6 +50,10 @@ class RMDataConfig(SupervisedDataConfig):
 
     # Pairs generated from the embedded task when train_files is null (chosen correct, rejected wrong answer).
     synthetic_pairs: int = 256
+    # A larger held-out share, smaller batches than SFT: pairs are few and each row is two sequences.
+    val_ratio: float = 0.1
+    train_batch_size: int = 16
+    micro_batch_size_per_gpu: int = 4
 
 
 @dataclass
@@ -64,7 +69,7 @@ class SupervisedTrainerConfig:
     # Passes over the training rows.
     total_epochs: int = 1
     # Stop after this many optimizer steps (null = total_epochs worth).
-    total_training_steps: int | None = None
+    total_training_steps: int | None = 30
     # Worker processes (data-parallel ranks) on one node.
     n_gpus_per_node: int = 1
     # Validate every test_freq steps and at the end (<= 0: only at the end).
@@ -89,8 +94,23 @@ class RayInitConfig:
     ray_init: dict = field(default_factory=lambda: {"address": None, "num_cpus": None})
 
 
-def _default_optim() -> OptimConfig:
-    return OptimConfig(lr=1e-4, lr_scheduler="cosine", warmup_steps_ratio=0.1, min_lr_ratio=0.1)
+def _sft_optim() -> OptimConfig:
+    return OptimConfig(
+        lr=1e-4,
+        weight_decay=0.01,
+        betas=(0.9, 0.95),
+        lr_scheduler="cosine",
+        warmup_steps_ratio=0.1,
+        min_lr_ratio=0.1,
+    )
+
+
+def _rm_optim() -> OptimConfig:
+    return dataclasses.replace(_sft_optim(), lr=3e-4)
+
+
+def _rm_trainer() -> SupervisedTrainerConfig:
+    return SupervisedTrainerConfig(experiment_name="rm_tiny", default_local_dir="outputs/rm")
 
 
 @dataclass
@@ -98,7 +118,7 @@ class SupervisedConfig:
     """Fields common to ``SFTConfig`` and ``RMConfig``; ``resolve`` fills nulls and checks combinations."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=_default_optim)
+    optim: OptimConfig = field(default_factory=_sft_optim)
     engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: SupervisedTrainerConfig = field(default_factory=SupervisedTrainerConfig)
     ray_kwargs: RayInitConfig = field(default_factory=RayInitConfig)
@@ -152,6 +172,8 @@ class RMConfig(SupervisedConfig):
     """The whole reward-model run (``configs/rm_trainer.yaml``)."""
 
     data: RMDataConfig = field(default_factory=RMDataConfig)
+    optim: OptimConfig = field(default_factory=_rm_optim)
+    trainer: SupervisedTrainerConfig = field(default_factory=_rm_trainer)
 
     def __post_init__(self) -> None:
         super().__post_init__()
