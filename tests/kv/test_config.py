@@ -20,8 +20,8 @@ def test_yaml_defaults_equal_the_dataclass_defaults_and_every_key_is_documented(
 
 
 def test_keyword_overrides_win_over_the_config_object():
-    cfg = KVStoreConfig.from_any({"num_storage_units": 4}, num_storage_units=3, client_name="controller")
-    assert cfg.num_storage_units == 3 and cfg.client_name == "controller"
+    cfg = KVStoreConfig.from_any({"num_storage_units": 4}, num_storage_units=3, name_prefix="mine")
+    assert cfg.num_storage_units == 3 and cfg.name_prefix == "mine"
     assert cfg.unit_name(1) == "verl_lite_kv_unit_1"
 
 
@@ -49,6 +49,5 @@ def test_any_dataclass_with_the_same_keys_is_accepted():
     class Section:  # e.g. the kv section of a trainer's config dataclass
         num_storage_units: int = 1
         name_prefix: str = "mine"
-        client_name: str | None = None
 
     assert KVStoreConfig.from_any(Section()) == KVStoreConfig(num_storage_units=1, name_prefix="mine")

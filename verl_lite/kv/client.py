@@ -105,7 +105,7 @@ class _KVOps:
         self.config = config
         self.store_id = store_id
         self.unit_info = list(unit_info)
-        self.name = name or config.client_name or default_client_name()
+        self.name = name or default_client_name()
         self.channel = UnitChannel([info["address"] for info in unit_info], unit_info[0]["secret"])
         self._reset_process_state()
 
@@ -131,7 +131,7 @@ class _KVOps:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.name = self.config.client_name or default_client_name()
+        self.name = default_client_name()
         self._reset_process_state()
 
     @property

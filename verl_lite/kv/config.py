@@ -18,8 +18,6 @@ class KVStoreConfig:
     ``None``: one per node of the Ray cluster when the store starts."""
     name_prefix: str = "verl_lite_kv"
     """Prefix of the named unit actors (``{name_prefix}_unit_{i}``); ``get_kv_client`` looks them up by it."""
-    client_name: str | None = None
-    """Name this process's client reports in the store's byte accounting; ``None`` = ``{hostname}:{pid}``."""
 
     def __post_init__(self) -> None:
         units = self.num_storage_units
@@ -30,10 +28,6 @@ class KVStoreConfig:
         if not isinstance(self.name_prefix, str) or not _NAME.match(self.name_prefix):
             raise ValueError(
                 f"kv.name_prefix={self.name_prefix!r} is invalid; use letters, digits, '_', '-' or '.'."
-            )
-        if self.client_name is not None and (not isinstance(self.client_name, str) or not self.client_name):
-            raise ValueError(
-                f"kv.client_name={self.client_name!r} is invalid; use a non-empty string or null."
             )
 
     @classmethod
