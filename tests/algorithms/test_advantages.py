@@ -4,9 +4,12 @@ import pytest
 import torch
 
 from verl_lite.algorithms import (
+    EstimatorNeeds,
     compute_discounted_returns,
     compute_gae_advantage_return,
     get_adv_estimator_fn,
+    get_adv_estimator_needs,
+    register_adv_est,
 )
 
 
@@ -85,3 +88,29 @@ def test_remax_subtracts_greedy_reward_baseline():
     torch.testing.assert_close(adv, torch.tensor([[0.75, 0.75], [-0.5, 0.0]]))
     with pytest.raises(ValueError, match="reward_baselines"):
         fn(token_level_rewards=rewards, response_mask=mask)
+
+
+def test_remax_discounts_the_sample_reward_but_not_the_baseline():
+    # Three valid tokens, reward 1 on the last, gamma=0.5: G = [0.25, 0.5, 1].
+    # The greedy response scored 0.5, so A = G - 0.5 = [-0.25, 0, 0.5]; returns stay G.
+    rewards = torch.tensor([[0.0, 0.0, 1.0]])
+    fn = get_adv_estimator_fn("remax")
+    adv, returns = fn(
+        token_level_rewards=rewards, response_mask=torch.ones(1, 3), gamma=0.5, reward_baselines=[0.5]
+    )
+    torch.testing.assert_close(adv, torch.tensor([[-0.25, 0.0, 0.5]]))
+    torch.testing.assert_close(returns, torch.tensor([[0.25, 0.5, 1.0]]))
+
+
+def test_only_remax_declares_a_greedy_baseline():
+    assert get_adv_estimator_needs("remax") == EstimatorNeeds(greedy_baseline=True)
+    for name in ("gae", "grpo", "rloo", "reinforce_plus_plus"):
+        assert not get_adv_estimator_needs(name).greedy_baseline
+
+
+def test_a_registered_estimator_carries_its_needs():
+    @register_adv_est("_test_greedy_centered", needs=EstimatorNeeds(greedy_baseline=True))
+    def centered(*, token_level_rewards, response_mask, **kwargs):
+        return token_level_rewards, token_level_rewards
+
+    assert get_adv_estimator_needs("_test_greedy_centered").greedy_baseline

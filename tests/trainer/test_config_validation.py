@@ -62,6 +62,14 @@ BAD_CONFIGS = [
     ),
     (
         [
+            "algorithm.adv_estimator=remax",
+            "reward.reward_model.enable=true",
+            "reward.reward_model.model.path=/nonexistent/rm",
+        ],
+        "algorithm.adv_estimator='remax' scores a greedy baseline with the rule-based reward manager only",
+    ),
+    (
+        [
             "data.default_data_source=my_task",
             "data.train_files=${oc.env:PWD}/tests/fixtures/no_source.jsonl",
             "data.val_files=null",
@@ -93,6 +101,11 @@ def test_bad_config_is_rejected_with_a_clear_sentence_before_ray_starts(override
         load(*overrides)
     assert message in str(info.value)
     assert not ray.is_initialized()
+
+
+def test_remax_needs_only_one_sample_per_prompt():
+    config = load("algorithm.adv_estimator=remax", "actor_rollout_ref.rollout.n=1")
+    assert config.actor_rollout_ref.rollout.n == 1 and not config.use_critic
 
 
 def test_user_files_become_absolute_for_remote_processes(monkeypatch, tmp_path):

@@ -109,3 +109,30 @@ def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path):
     ):
         assert skipped[key] == pytest.approx(recomputed[key], rel=1e-4, abs=1e-7), key
     assert skipped["training/rollout_probs_diff_mean"] < 1e-4
+
+
+def test_remax_subtracts_each_prompts_greedy_score_two_steps(tmp_path):
+    # The reward is the prompt's index parity, whatever the response says: every sample of a prompt
+    # scores exactly what its greedy response scores, so ReMax's advantages are all 0 while the
+    # baselines differ between prompts. A missing, mis-aligned or differently scored baseline
+    # would leave advantages of +-1.
+    reward = tmp_path / "parity_reward.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return float(extra_info['index'] % 2)\n"
+    )
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        "algorithm.adv_estimator=remax",
+        "actor_rollout_ref.rollout.n=2",
+        f"reward.custom_reward_function.path={reward}",
+        "reward.custom_reward_function.name=compute_score",
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    assert any(h["critic/remax_baseline/max"] > h["critic/remax_baseline/min"] for h in history)
+    for h in history:
+        assert 0.0 <= h["critic/remax_baseline/mean"] <= 1.0
+        assert h["critic/remax_baseline/mean"] == pytest.approx(h["critic/score/mean"])
+        assert h["critic/advantages/max"] == h["critic/advantages/min"] == 0.0
+        assert h["kv/controller_bytes_read"] == 0

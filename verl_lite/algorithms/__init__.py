@@ -19,9 +19,11 @@ module; the formulas and their config keys are in ``docs/algorithms.md``.
 from .advantages import (
     ADV_ESTIMATORS,
     AdvantageEstimatorFn,
+    EstimatorNeeds,
     compute_discounted_returns,
     compute_gae_advantage_return,
     get_adv_estimator_fn,
+    get_adv_estimator_needs,
     register_adv_est,
 )
 from .aggregation import LOSS_AGG_MODES, agg_loss, register_loss_agg_mode
@@ -49,6 +51,7 @@ __all__ = [
     "POLICY_LOSSES",
     "AdaptiveKLController",
     "AdvantageEstimatorFn",
+    "EstimatorNeeds",
     "FixedKLController",
     "PolicyLossConfig",
     "PolicyLossFn",
@@ -62,6 +65,7 @@ __all__ = [
     "config_get",
     "entropy_from_logits",
     "get_adv_estimator_fn",
+    "get_adv_estimator_needs",
     "get_policy_loss_fn",
     "group_ids",
     "kl_penalty",

@@ -11,10 +11,15 @@ advantage or return across them, so their values and rewards never influence the
 
 This module holds the token-level estimators (``gae``, ``reinforce_plus_plus``, ``remax``);
 the group-relative ones live in ``group_advantages.py`` and register into the same table.
+
+What an estimator needs from the rest of the step besides rewards and the mask is a fact of its
+registry entry (``EstimatorNeeds``, read with ``get_adv_estimator_needs``), so the trainer and the
+workers ask the entry instead of switching on estimator names.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -25,10 +30,13 @@ from .token_stats import masked_whiten
 
 __all__ = [
     "ADV_ESTIMATORS",
+    "ESTIMATOR_NEEDS_ATTR",
     "AdvantageEstimatorFn",
+    "EstimatorNeeds",
     "compute_discounted_returns",
     "compute_gae_advantage_return",
     "get_adv_estimator_fn",
+    "get_adv_estimator_needs",
     "register_adv_est",
 ]
 
@@ -53,14 +61,42 @@ class AdvantageEstimatorFn(Protocol):
 ADV_ESTIMATORS: Registry[AdvantageEstimatorFn] = Registry("advantage_estimator")
 
 
-def register_adv_est(name: str):
-    """Decorator registering an ``AdvantageEstimatorFn`` under ``name`` (e.g. ``"grpo"``)."""
-    return ADV_ESTIMATORS.register(name)
+# Attribute under which ``register_adv_est`` attaches an estimator's ``EstimatorNeeds``.
+ESTIMATOR_NEEDS_ATTR = "adv_estimator_needs"
+
+
+@dataclass(frozen=True)
+class EstimatorNeeds:
+    """Inputs an estimator needs that the step must produce for it, besides rewards and the mask."""
+
+    # reward_baselines=(batch,): the reward-manager score of one greedy (temperature 0) response to
+    # each row's prompt; the rollout then decodes and scores that response too (ReMax).
+    greedy_baseline: bool = False
+
+
+def register_adv_est(name: str, needs: EstimatorNeeds | None = None):
+    """Decorator registering an ``AdvantageEstimatorFn`` under ``name`` (e.g. ``"grpo"``).
+
+    ``needs`` says what the step must produce for the estimator (nothing extra by default); it is
+    attached to the function as ``ESTIMATOR_NEEDS_ATTR``.
+    """
+
+    def decorator(fn: AdvantageEstimatorFn) -> AdvantageEstimatorFn:
+        if needs is not None:
+            setattr(fn, ESTIMATOR_NEEDS_ATTR, needs)
+        return ADV_ESTIMATORS.register(name)(fn)
+
+    return decorator
 
 
 def get_adv_estimator_fn(name: str) -> AdvantageEstimatorFn:
     """The estimator registered under ``name``; the ``KeyError`` lists the known names."""
     return ADV_ESTIMATORS.get(name)
+
+
+def get_adv_estimator_needs(name: str) -> EstimatorNeeds:
+    """The ``EstimatorNeeds`` of the estimator registered under ``name`` (none extra if it declared none)."""
+    return getattr(get_adv_estimator_fn(name), ESTIMATOR_NEEDS_ATTR, EstimatorNeeds())
 
 
 @torch.no_grad()
@@ -156,15 +192,18 @@ def compute_reinforce_plus_plus_advantages(
     return masked_whiten(returns, response_mask.to(returns.dtype)), returns
 
 
-@register_adv_est("remax")
+@register_adv_est("remax", needs=EstimatorNeeds(greedy_baseline=True))
 @torch.no_grad()
 def compute_remax_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ReMax: reward-to-go minus the reward of the greedy response to the same prompt.
 
-    A_t = G_t - b, with b = ``reward_baselines`` (batch,), the score of a greedy decode that the
-    trainer generates alongside the samples. Returns are G_t. Paper: https://arxiv.org/abs/2310.10505
+    A_t = G_t - b, with b = ``reward_baselines`` (batch,), the score of a greedy decode of the row's
+    prompt; the rollout generates and scores it alongside the samples because the registry entry
+    declares ``EstimatorNeeds(greedy_baseline=True)``. The baseline is the plain score (no KL
+    penalty); with ``use_kl_in_reward`` the KL terms stay in G_t. Returns are G_t.
+    Paper: https://arxiv.org/abs/2310.10505
 
     Extras:
         reward_baselines: (batch,) required.

@@ -219,9 +219,21 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
             f"algorithm.adv_estimator={estimator!r} compares samples of one prompt and needs "
             f"actor_rollout_ref.rollout.n >= 2, got {n}."
         )
+    if config.reward.reward_model.enable and _needs_greedy_baseline(estimator):
+        out.append(
+            f"algorithm.adv_estimator={estimator!r} scores a greedy baseline with the rule-based reward "
+            "manager only, which would not match reward.reward_model.enable=true scores; disable the "
+            "reward model or choose an estimator without a greedy baseline (e.g. grpo)."
+        )
     if config.data.truncation not in ("error", "left", "right"):
         out.append(f"data.truncation={config.data.truncation!r} must be one of error, left, right.")
     return out
+
+
+def _needs_greedy_baseline(estimator: str) -> bool:
+    from verl_lite.algorithms import ADV_ESTIMATORS, get_adv_estimator_needs
+
+    return estimator in ADV_ESTIMATORS and get_adv_estimator_needs(estimator).greedy_baseline
 
 
 def _reward_model_problems(config: PPOConfig) -> list[str]:

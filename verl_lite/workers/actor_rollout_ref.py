@@ -10,7 +10,14 @@ import torch
 import torch.distributed as dist
 from tensordict import TensorDict
 
-from verl_lite.algorithms import PolicyLossConfig, agg_loss, get_policy_loss_fn, kl_penalty, masked_mean
+from verl_lite.algorithms import (
+    PolicyLossConfig,
+    agg_loss,
+    get_adv_estimator_needs,
+    get_policy_loss_fn,
+    kl_penalty,
+    masked_mean,
+)
 from verl_lite.checkpoint_engine import get_checkpoint_engine
 from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_tag
 from verl_lite.protocol import to_jagged
@@ -18,7 +25,7 @@ from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispa
 from verl_lite.utils.config import from_config
 from verl_lite.workers.advantage import compute_shard_advantages
 from verl_lite.workers.batching import RowBatch, mean_metrics, rows_of, update_passes
-from verl_lite.workers.config import ActorRolloutRefConfig
+from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.rollout import get_rollout
 from verl_lite.workers.sequences import on_last_token, response_log_probs_and_entropy, unpad_rows
@@ -26,6 +33,8 @@ from verl_lite.workers.sequences import on_last_token, response_log_probs_and_en
 ROLES = ("actor", "rollout", "ref")
 # Fields generate_sequences writes for every trajectory (token_level_scores only with a reward manager).
 TRAJECTORY_FIELDS = ("prompts", "responses", "response_mask", "rollout_log_probs", "token_level_scores")
+# One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
+GREEDY_SAMPLING = SamplingConfig(n=1, temperature=0.0, do_sample=False)
 # Per-prompt python fields the rollout hands to the reward manager when the prompt keys hold them.
 ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info")
 # compute_log_prob leaves one (sum, count) of |p_actor - p_rollout| per rank in the returned meta's extra_info.
@@ -164,6 +173,8 @@ class ActorRolloutRefWorker(Worker):
             wanted += ["old_log_probs", "ref_log_prob"]
         if "values" in meta.fields:
             wanted.append("values")
+        if get_adv_estimator_needs(algorithm.adv_estimator).greedy_baseline:
+            wanted.append("reward_baselines")
         td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
         uids = [tag.get("uid", key.rsplit("_", 2)[0]) for key, tag in zip(meta.keys, meta.tags)]
         fields, stats = compute_shard_advantages(td, uids, algorithm, kl_coef)
@@ -239,7 +250,9 @@ class ActorRolloutRefWorker(Worker):
 
     # ---- generation and weight sync -------------------------------------------------------------
     @register(dispatch_mode=make_nd_dispatch("rollout"))
-    def generate_sequences(self, meta: KVBatchMeta, validate: bool = False) -> KVBatchMeta:
+    def generate_sequences(
+        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+    ) -> KVBatchMeta:
         """Generate ``n`` responses per prompt key, score them, write trajectories ``{uid}_{sample}_0``.
 
         Reads ``prompts`` (token ids) and, when present, the per-row ``data_source``,
@@ -247,6 +260,14 @@ class ActorRolloutRefWorker(Worker):
         ``prompts``, ``responses``, ``response_mask``, ``rollout_log_probs`` and (with a reward
         manager) ``token_level_scores`` per trajectory, tags each trajectory with its ``score`` and
         ``acc``, and marks each group ``finished`` (or ``failure`` when scoring raised).
+
+        With ``greedy_baseline`` (the estimator declares ``EstimatorNeeds.greedy_baseline``, as
+        ReMax does) each prompt also gets one greedy response, scored by the same reward manager;
+        its score is written to every sampled trajectory of the prompt as the (batch,) field
+        ``reward_baselines``. The greedy response itself is not stored and not trained on. The
+        baseline is a field rather than a group tag because it is an input of the estimator, which
+        reads its inputs from the store next to ``token_level_scores``; tags stay what the
+        controller and the replay buffer decide on.
         """
         rollout_cfg = self.config.rollout
         sampling = rollout_cfg.val_kwargs if validate else rollout_cfg.train_sampling()
@@ -262,6 +283,11 @@ class ActorRolloutRefWorker(Worker):
         scoring_s = time.perf_counter() - scoring_start
         keys, tags = [], []
         group_failed: dict[str, str] = {}
+        baselines = None
+        if greedy_baseline and not validate:
+            baselines, errors, greedy_scoring_s = self._greedy_baselines(prompts, rows)
+            scoring_s += greedy_scoring_s
+            group_failed.update({uids[i]: error for i, error in errors.items()})
         for gen, result in zip(generations, results):
             uid = uids[gen.prompt_index]
             keys.append(trajectory_key(uid, gen.sample_index, 0))
@@ -291,6 +317,10 @@ class ActorRolloutRefWorker(Worker):
         if results[0] is not None:
             fields["token_level_scores"] = to_jagged(
                 [on_last_token(r.numel(), res["score"]) for r, res in zip(responses, results)]
+            )
+        if baselines is not None:
+            fields["reward_baselines"] = torch.tensor(
+                [baselines[g.prompt_index] for g in generations], dtype=torch.float32
             )
         out = self.kv.kv_batch_put(
             keys, meta.partition_id, fields=TensorDict(fields, batch_size=[len(keys)]), tags=tags
@@ -325,6 +355,29 @@ class ActorRolloutRefWorker(Worker):
         for name in wanted[1:]:
             rows[name] = td.get(name).tolist()
         return rows
+
+    def _greedy_baselines(self, prompts, rows: dict[str, list]) -> tuple[list[float], dict[int, str], float]:
+        """Score of one greedy response per prompt (ReMax's baseline) from the same reward manager.
+
+        Returns:
+            ``(scores, errors, scoring_s)``: one score per prompt, ``{prompt_index: error}`` for the
+            prompts whose greedy response could not be scored, and the seconds spent scoring.
+        """
+        greedy = self.rollout.generate(prompts, GREEDY_SAMPLING, self.config.rollout.response_length)
+        start = time.perf_counter()
+        results = self._score_generations(greedy, prompts, rows)
+        scoring_s = time.perf_counter() - start
+        if results and results[0] is None:
+            raise ValueError(
+                "a greedy reward baseline needs the rollout's reward manager and the prompts' data_source; "
+                "choose an estimator without one (e.g. grpo)."
+            )
+        scores, errors = [0.0] * len(prompts), {}
+        for gen, result in zip(greedy, results):
+            scores[gen.prompt_index] = result["score"]
+            if result.get("error"):
+                errors[gen.prompt_index] = f"greedy baseline: {result['error']}"
+        return scores, errors, scoring_s
 
     def _score_generations(self, generations, prompts, rows: dict[str, list]) -> list[dict | None]:
         """Reward-manager results per generation: score, acc and error (None without a manager)."""

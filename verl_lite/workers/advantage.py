@@ -41,7 +41,8 @@ def compute_shard_advantages(
 
     Args:
         td: TensorDict with jagged ``responses``, ``prompts``, ``token_level_scores`` and, when
-            used, ``values``, ``old_log_probs``, ``ref_log_prob``.
+            used, ``values``, ``old_log_probs``, ``ref_log_prob``, and (batch,) ``reward_baselines``
+            (the greedy response's score, for estimators that declare ``greedy_baseline``).
         uids: the prompt-group id of every row (the estimator's ``index``).
         algorithm: the ``algorithm`` config (estimator name, gamma, lam, KL-in-reward settings).
         kl_coef: current coefficient of the KL penalty in the reward.
@@ -63,6 +64,10 @@ def compute_shard_advantages(
         rewards = scores - kl_coef * kl * mask
         stats.update(stat_entries("actor/reward_kl_penalty", masked_mean(kl, mask, dim=1)))
     values = _padded(td, "values", width) if "values" in td.keys() else None
+    extras = {}
+    if "reward_baselines" in td.keys():
+        extras["reward_baselines"] = td.get("reward_baselines").reshape(-1).float()
+        stats.update(stat_entries("critic/remax_baseline", extras["reward_baselines"]))
     estimator = get_adv_estimator_fn(algorithm.adv_estimator)
     advantages, returns = estimator(
         token_level_rewards=rewards,
@@ -72,6 +77,7 @@ def compute_shard_advantages(
         gamma=algorithm.gamma,
         lam=algorithm.lam,
         config=algorithm,
+        **extras,
     )
     valid = mask.bool()
     stats.update(stat_entries("critic/score", (scores * mask).sum(dim=1)))

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from verl_lite.algorithms import build_kl_controller
+from verl_lite.algorithms import build_kl_controller, get_adv_estimator_needs
 from verl_lite.kv import KVBatchMeta
 from verl_lite.protocol import non_tensor_rows
 from verl_lite.trainer.checkpoint import (
@@ -172,7 +172,9 @@ class PPOTrainer:
         """Put the next prompts in the store as pending groups and have the rollout workers sample them."""
         items = next(self.train_batches)[:num_prompts]
         meta = self.submit_prompts(items, step, "train")
-        out = self.groups.actor_rollout.generate_sequences(meta)
+        # ReMax-style estimators also need each prompt's greedy response scored (its reward_baselines)
+        needs = get_adv_estimator_needs(self.config.algorithm.adv_estimator)
+        out = self.groups.actor_rollout.generate_sequences(meta, greedy_baseline=needs.greedy_baseline)
         # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
         self.timing["reward"] = self.timing.get("reward", 0.0) + reward_seconds(out)
         return meta.keys
