@@ -80,6 +80,8 @@ class AlgorithmConfig:
     lam: float = 1.0
     # GRPO: divide by the group std (false gives Dr.GRPO).
     norm_adv_by_std_in_grpo: bool = True
+    # grpo, grpo_passk, gpg: added to the group std before dividing by it (in score units).
+    epsilon: float = 1e-6
     # Subtract kl_ctrl.kl_coef * KL(actor || ref) from token rewards (PPO style).
     use_kl_in_reward: bool = False
     # KL estimator for the reward penalty.

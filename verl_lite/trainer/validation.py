@@ -61,6 +61,7 @@ def validate_config(config: PPOConfig) -> None:
         *_checkpoint_problems(config),
         *_old_log_prob_problems(config),
         *_reward_model_problems(config),
+        *_policy_loss_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -219,9 +220,24 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
             f"algorithm.adv_estimator={estimator!r} compares samples of one prompt and needs "
             f"actor_rollout_ref.rollout.n >= 2, got {n}."
         )
+    epsilon = config.algorithm.epsilon
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
+        out.append(
+            f"algorithm.epsilon={epsilon!r} is invalid; use a number > 0 (it is added to the group std, "
+            "which is 0 in an all-equal group)."
+        )
     if config.data.truncation not in ("error", "left", "right"):
         out.append(f"data.truncation={config.data.truncation!r} must be one of error, left, right.")
     return out
+
+
+def _policy_loss_problems(config: PPOConfig) -> list[str]:
+    """Every policy-loss parameter in range (the same rules ``PolicyLossConfig`` applies in the worker)."""
+    from verl_lite.algorithms.config import PolicyLossConfig, policy_loss_problems
+
+    actor = config.actor_rollout_ref.actor
+    values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
+    return policy_loss_problems(values, prefix="actor_rollout_ref.actor.")
 
 
 def _reward_model_problems(config: PPOConfig) -> list[str]:
