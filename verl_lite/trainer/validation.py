@@ -62,6 +62,7 @@ def validate_config(config: PPOConfig) -> None:
         *_old_log_prob_problems(config),
         *_reward_model_problems(config),
         *_policy_loss_problems(config),
+        *_replay_buffer_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -238,6 +239,34 @@ def _policy_loss_problems(config: PPOConfig) -> list[str]:
     actor = config.actor_rollout_ref.actor
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
     return policy_loss_problems(values, prefix="actor_rollout_ref.actor.")
+
+
+def _replay_buffer_problems(config: PPOConfig) -> list[str]:
+    """DAPO's refill bound and the staleness control of the replay buffer."""
+    from verl_lite.trainer.ppo.replay_buffer import OFF_POLICY_STRATEGIES
+
+    out = []
+    max_gen = config.algorithm.filter_groups.max_num_gen_batches
+    if isinstance(max_gen, bool) or not isinstance(max_gen, int):
+        out.append(
+            f"algorithm.filter_groups.max_num_gen_batches={max_gen!r} is invalid; use an integer "
+            "(extra generation rounds per step, <= 0 for no limit)."
+        )
+    staleness = config.trainer.replay_buffer
+    threshold = staleness.max_off_policy_threshold
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+    ):
+        out.append(
+            f"trainer.replay_buffer.max_off_policy_threshold={threshold!r} is invalid; use an integer >= 0 "
+            "(steps) or null to disable staleness control."
+        )
+    if staleness.off_policy_strategy not in OFF_POLICY_STRATEGIES:
+        out.append(
+            f"trainer.replay_buffer.off_policy_strategy={staleness.off_policy_strategy!r} is invalid; "
+            f"use one of {', '.join(OFF_POLICY_STRATEGIES)}."
+        )
+    return out
 
 
 def _reward_model_problems(config: PPOConfig) -> list[str]:
