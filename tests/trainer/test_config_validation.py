@@ -98,6 +98,7 @@ BAD_CONFIGS = [
         ["algorithm.filter_groups.max_num_gen_batches=2.5"],
         "algorithm.filter_groups.max_num_gen_batches=2.5 is invalid; use an integer",
     ),
+    (["data.val_batch_size=0"], "data.val_batch_size=0 is invalid; use a positive integer"),
     (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
     (
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],

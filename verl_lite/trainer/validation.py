@@ -63,6 +63,7 @@ def validate_config(config: PPOConfig) -> None:
         *_reward_model_problems(config),
         *_policy_loss_problems(config),
         *_replay_buffer_problems(config),
+        *_val_batch_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -239,6 +240,16 @@ def _policy_loss_problems(config: PPOConfig) -> list[str]:
     actor = config.actor_rollout_ref.actor
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
     return policy_loss_problems(values, prefix="actor_rollout_ref.actor.")
+
+
+def _val_batch_problems(config: PPOConfig) -> list[str]:
+    size = config.data.val_batch_size
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        return [
+            f"data.val_batch_size={size!r} is invalid; use a positive integer (prompts per validation "
+            "generate call) or null for all at once."
+        ]
+    return []
 
 
 def _replay_buffer_problems(config: PPOConfig) -> list[str]:
