@@ -38,13 +38,22 @@ def test_kl_cov_penalises_the_top_covariance_token():
     # tokens 1, 2 give 0, token 3 gives -(-1) * 1 = 1. token-sum = -3.4462.
     old = LOG_PROB.clone()
     old[0, 0] -= 0.5
-    config = {"kl_cov_ratio": 0.25, "ppo_kl_coef": 1.0}
+    config = {"kl_cov_ratio": 0.25, "kl_cov_coef": 1.0}
     loss, metrics = get_policy_loss_fn("kl_cov")(
         old, LOG_PROB, ADVANTAGES, torch.ones(1, 4), "token-sum", config
     )
     torch.testing.assert_close(loss, torch.tensor(-3 * math.exp(0.5) + 0.5 + 1.0))
     assert metrics["pg_kl_cov_frac"].item() == pytest.approx(0.25)
     assert metrics["pg_clipfrac"].item() == 0.0
+
+
+def test_kl_cov_coef_scales_the_penalty():
+    # As above with kl_cov_coef = 3: loss_0 = -3 e^0.5 + 3 * 0.5, token 3 gives 1 -> -3 e^0.5 + 2.5.
+    old = LOG_PROB.clone()
+    old[0, 0] -= 0.5
+    config = {"kl_cov_ratio": 0.25, "kl_cov_coef": 3.0}
+    loss, _ = get_policy_loss_fn("kl_cov")(old, LOG_PROB, ADVANTAGES, torch.ones(1, 4), "token-sum", config)
+    torch.testing.assert_close(loss, torch.tensor(-3 * math.exp(0.5) + 2.5))
 
 
 def test_covariance_losses_ignore_masked_tokens():

@@ -77,6 +77,42 @@ def test_sapo_gradient_matches_policy_gradient_on_policy():
     assert metrics["pg_clipfrac"].item() == 0.0
 
 
+def test_sapo_temperatures_set_the_gate_of_each_advantage_sign():
+    # r = [1.5, 1.5], A = [1, -1], tau_pos = 2, tau_neg = 4 (token-sum):
+    #   t0: -1 * (4/2) sigmoid(2 * 0.5) = -2 * 0.73106 = -1.46212
+    #   t1: +1 * (4/4) sigmoid(4 * 0.5) = 0.88080;          loss = -0.58132
+    # dL/dlog pi = -A * 4 s (1 - s) * r: t0 = -4 * 0.19661 * 1.5 = -1.17967, t1 = 4 * 0.10499 * 1.5 = 0.62996
+    # (the larger tau_neg shrinks the gradient of the negative token more).
+    old, log_prob, adv, mask = _inputs([1.5, 1.5], [1.0, -1.0])
+    config = {"sapo_tau_pos": 2.0, "sapo_tau_neg": 4.0}
+    loss, _ = get_policy_loss_fn("sapo")(old, log_prob, adv, mask, "token-sum", config)
+    loss.backward()
+    torch.testing.assert_close(loss, torch.tensor(-0.58132), atol=1e-5, rtol=0)
+    torch.testing.assert_close(log_prob.grad, torch.tensor([[-1.17967, 0.62996]]), atol=1e-5, rtol=0)
+
+
+def test_cispo_clip_bounds_come_from_the_config():
+    # r = [2, 0.5], A = 1, cispo_clip_ratio_low = 0.2, cispo_clip_ratio_high = 0.5:
+    # weights clamp(r, 0.8, 1.5) = [1.5, 0.8] -> dL/dlog pi = [-1.5, -0.8]; both truncated.
+    old, log_prob, adv, mask = _inputs([2.0, 0.5], [1.0, 1.0])
+    config = {"cispo_clip_ratio_low": 0.2, "cispo_clip_ratio_high": 0.5}
+    loss, metrics = get_policy_loss_fn("cispo")(old, log_prob, adv, mask, "token-sum", config)
+    loss.backward()
+    torch.testing.assert_close(log_prob.grad, torch.tensor([[-1.5, -0.8]]))
+    assert metrics["pg_clipfrac"].item() == pytest.approx(0.5)
+    assert metrics["pg_clipfrac_lower"].item() == pytest.approx(0.5)
+
+
+def test_log_ratio_clamp_bounds_the_ratio():
+    # log r = [3, -3] clamped to +-1 -> r = [e, 1/e]; with A = 1 and the clip range opened to
+    # [0, 11], vanilla's token-mean loss is -(e + 1/e) / 2 (unclamped it would be -(e^3 + e^-3) / 2).
+    old = torch.zeros(1, 2)
+    log_prob = torch.tensor([[3.0, -3.0]])
+    config = {"log_ratio_clamp": 1.0, "clip_ratio_low": 1.0, "clip_ratio_high": 10.0}
+    loss, _ = get_policy_loss_fn("vanilla")(old, log_prob, torch.ones(1, 2), torch.ones(1, 2), config=config)
+    torch.testing.assert_close(loss, torch.tensor(-(math.e + 1 / math.e) / 2))
+
+
 def test_cispo_truncates_the_stop_gradient_weight():
     # r = [2, 0.5], A = 1: weights clamp(r, 0, 1.28) = [1.28, 0.5] (detached);
     # L = -w * A * log pi -> dL/dlog pi = -w = [-1.28, -0.5]; clipfrac (upper) = 1/2.
@@ -98,6 +134,10 @@ def test_reinforce_and_gpg_are_minus_advantage_times_log_prob():
 
 
 def test_policy_loss_config_rejects_bad_values():
+    with pytest.raises(ValueError, match=r"sapo_tau_neg=0.0 is invalid; use a temperature > 0"):
+        PolicyLossConfig(sapo_tau_neg=0.0)
+    with pytest.raises(ValueError, match=r"clip_cov_lb=5.0 must be < clip_cov_ub=5.0"):
+        PolicyLossConfig(clip_cov_lb=5.0)
     with pytest.raises(ValueError, match="clip_ratio_c"):
         PolicyLossConfig(clip_ratio_c=0.5)
     with pytest.raises(ValueError, match="clip_ratio_low"):

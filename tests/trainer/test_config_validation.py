@@ -81,6 +81,32 @@ BAD_CONFIGS = [
         ["actor_rollout_ref.actor.old_log_prob=never"],
         "actor_rollout_ref.actor.old_log_prob='never' is not valid",
     ),
+    (
+        ["actor_rollout_ref.actor.sapo_tau_neg=0"],
+        "actor_rollout_ref.actor.sapo_tau_neg=0 is invalid; use a temperature > 0.",
+    ),
+    (
+        ["actor_rollout_ref.actor.clip_cov_lb=6.0"],
+        "actor_rollout_ref.actor.clip_cov_lb=6.0 must be < actor_rollout_ref.actor.clip_cov_ub=5.0",
+    ),
+    (
+        ["actor_rollout_ref.actor.kl_cov_ratio=2"],
+        "actor_rollout_ref.actor.kl_cov_ratio=2 is invalid; use a fraction of tokens in [0, 1].",
+    ),
+    (["algorithm.epsilon=0"], "algorithm.epsilon=0 is invalid; use a number > 0"),
+    (
+        ["trainer.replay_buffer.off_policy_strategy=skip"],
+        "trainer.replay_buffer.off_policy_strategy='skip' is invalid; use one of drop, wait.",
+    ),
+    (
+        ["trainer.replay_buffer.max_off_policy_threshold=-1"],
+        "trainer.replay_buffer.max_off_policy_threshold=-1 is invalid; use an integer >= 0",
+    ),
+    (
+        ["algorithm.filter_groups.max_num_gen_batches=2.5"],
+        "algorithm.filter_groups.max_num_gen_batches=2.5 is invalid; use an integer",
+    ),
+    (["data.val_batch_size=0"], "data.val_batch_size=0 is invalid; use a positive integer"),
     (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
     (
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],

@@ -105,6 +105,65 @@ def test_filter_groups_evicts_zero_variance_groups_and_asks_for_replacements(cli
     assert "same" not in client.kv_list(part)[part]
 
 
+def test_filter_groups_refills_at_most_max_num_gen_batches_then_fails_saying_what_it_kept(client, part):
+    cfg = ReplayBufferConfig(filter_groups_enable=True, filter_groups_max_num_gen_batches=2, **FAST)
+    buffer = ReplayBuffer(cfg, client=client)
+    refills = []
+
+    def refill(k):  # every replacement comes back with the same acc in each sample
+        refills.append(k)
+        buffer.add_groups([f"new{len(refills)}"], 0, part)
+        roll_out(client, part, f"new{len(refills)}", [1, 1])
+
+    buffer.refill_fn = refill
+    buffer.add_groups(["mixed", "same"], global_steps=0, partition_id=part)
+    roll_out(client, part, "mixed", [0, 1])
+    roll_out(client, part, "same", [0, 0])
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as err:
+        buffer.sample(global_step=0, partition_id=part, batch_size=2)
+    # "same", new1 and new2 were evicted; only the first two were replaced.
+    assert refills == [1, 1] and time.monotonic() - start < FAST["timeout_s"]
+    assert (
+        "kept 1 of the 2 groups needed at global step 0 (0 still generating) after 2 extra generation "
+        "batch(es), the limit algorithm.filter_groups.max_num_gen_batches=2; 3 group(s) had the same 'acc'"
+    ) in str(err.value)
+    assert "Raise max_num_gen_batches" in str(err.value)
+
+
+def test_exhausted_refills_still_wait_for_groups_in_flight(client, part):
+    cfg = ReplayBufferConfig(filter_groups_enable=True, filter_groups_max_num_gen_batches=1, **FAST)
+    buffer = ReplayBuffer(cfg, client=client)
+    buffer.refill_fn = lambda k: buffer.add_groups(["refilled"], 0, part)  # stays pending for now
+    buffer.add_groups(["mixed", "same"], global_steps=0, partition_id=part)
+    roll_out(client, part, "mixed", [0, 1])
+    roll_out(client, part, "same", [1, 1])
+    late = threading.Timer(0.3, roll_out, args=(client, part, "refilled", [1, 0]))
+    late.start()
+    meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=2)  # 1 kept + 1 in flight
+    late.join()
+    assert meta.extra_info["uids"] == ["mixed", "refilled"] and metrics["filter_groups/evicted"] == 1.0
+
+
+def test_buffer_settings_come_from_the_ppo_config():
+    from tests.trainer.test_config_validation import load
+
+    config = load(
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.max_num_gen_batches=7",
+        "trainer.replay_buffer.max_off_policy_threshold=1",
+        "trainer.replay_buffer.off_policy_strategy=wait",
+        "trainer.sample_timeout_s=30",
+    )
+    assert ReplayBufferConfig.from_ppo_config(config) == ReplayBufferConfig(
+        timeout_s=30.0,
+        filter_groups_enable=True,
+        filter_groups_max_num_gen_batches=7,
+        max_off_policy_threshold=1,
+        off_policy_strategy="wait",
+    )
+
+
 def test_drop_strategy_evicts_groups_older_than_the_threshold_and_refills(client, part):
     refills = []
     cfg = ReplayBufferConfig(max_off_policy_threshold=2, off_policy_strategy="drop", **FAST)

@@ -3,7 +3,9 @@
 Estimators and losses accept ``config=None``, a plain ``dict``, an OmegaConf ``DictConfig`` or any
 object with attributes (for example a trainer's frozen dataclass). ``config_get`` is the single
 reader for all of them; ``PolicyLossConfig`` is the typed home of the policy-loss knobs, and
-``PolicyLossConfig.from_any`` turns any of the config shapes above into one.
+``PolicyLossConfig.from_any`` turns any of the config shapes above into one, and
+``policy_loss_problems`` states its valid ranges (used on construction and by the trainer's
+config validation, so both say the same thing).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PolicyLossConfig", "config_get"]
+__all__ = ["PolicyLossConfig", "config_get", "policy_loss_problems"]
 
 _MISSING = object()
 
@@ -78,28 +80,13 @@ class PolicyLossConfig:
     clip_cov_ub: float = 5.0
     # KL-Cov: fraction of valid tokens (highest covariance first) that get the KL penalty.
     kl_cov_ratio: float = 2e-3
-    # KL-Cov: weight of |log pi - log pi_old| on the selected tokens.
-    ppo_kl_coef: float = 1.0
+    # KL-Cov: weight of |log pi - log pi_old| on the selected tokens (verl calls it ppo_kl_coef).
+    kl_cov_coef: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("clip_ratio_low", "clip_ratio_high", "cispo_clip_ratio_low", "cispo_clip_ratio_high"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)} must be >= 0.")
-        if self.clip_ratio_c <= 1.0:
-            raise ValueError(f"clip_ratio_c={self.clip_ratio_c} must be > 1 (the dual-clip lower bound).")
-        if self.log_ratio_clamp <= 0:
-            raise ValueError(f"log_ratio_clamp={self.log_ratio_clamp} must be > 0.")
-        if self.sapo_tau_pos <= 0 or self.sapo_tau_neg <= 0:
-            raise ValueError(
-                f"sapo_tau_pos={self.sapo_tau_pos} and sapo_tau_neg={self.sapo_tau_neg} must be > 0."
-            )
-        for name in ("clip_cov_ratio", "kl_cov_ratio"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1].")
-        if self.clip_cov_lb >= self.clip_cov_ub:
-            raise ValueError(
-                f"clip_cov_lb={self.clip_cov_lb} must be < clip_cov_ub={self.clip_cov_ub}; swap or widen them."
-            )
+        problems = policy_loss_problems(dataclasses.asdict(self))
+        if problems:
+            raise ValueError(" ".join(problems))
 
     @classmethod
     def from_any(cls, config: Any) -> PolicyLossConfig:
@@ -118,3 +105,49 @@ class PolicyLossConfig:
             if value is not _MISSING:
                 values[field.name] = value
         return cls(**values)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# (field, test, what is valid) for every PolicyLossConfig field but the clip_cov band.
+_RANGES = (
+    ("clip_ratio_low", lambda v: v >= 0, "a number >= 0"),
+    ("clip_ratio_high", lambda v: v >= 0, "a number >= 0"),
+    ("clip_ratio_c", lambda v: v > 1, "a number > 1 (the dual-clip bound on -A * ratio)"),
+    ("log_ratio_clamp", lambda v: v > 0, "a number > 0"),
+    ("sapo_tau_pos", lambda v: v > 0, "a temperature > 0"),
+    ("sapo_tau_neg", lambda v: v > 0, "a temperature > 0"),
+    ("cispo_clip_ratio_low", lambda v: 0 <= v <= 1, "a number in [0, 1] (1 removes the lower bound)"),
+    ("cispo_clip_ratio_high", lambda v: v >= 0, "a number >= 0"),
+    ("clip_cov_ratio", lambda v: 0 <= v <= 1, "a fraction of tokens in [0, 1]"),
+    ("kl_cov_ratio", lambda v: 0 <= v <= 1, "a fraction of tokens in [0, 1]"),
+    ("kl_cov_coef", lambda v: v >= 0, "a number >= 0"),
+)
+
+
+def policy_loss_problems(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """One sentence per ``PolicyLossConfig`` value out of range; ``prefix`` is prepended to key names.
+
+    Args:
+        values: field name -> value; absent fields are not checked.
+        prefix: where the keys live in the caller's config, e.g. ``"actor_rollout_ref.actor."``.
+    """
+    out = []
+    for name, valid, what in _RANGES:
+        if name not in values:
+            continue
+        value = values[name]
+        if not _is_number(value) or not valid(value):
+            out.append(f"{prefix}{name}={value!r} is invalid; use {what}.")
+    low, high = values.get("clip_cov_lb"), values.get("clip_cov_ub")
+    for name, value in (("clip_cov_lb", low), ("clip_cov_ub", high)):
+        if name in values and not _is_number(value):
+            out.append(f"{prefix}{name}={value!r} is invalid; use a number (a covariance bound).")
+    if _is_number(low) and _is_number(high) and low >= high:
+        out.append(
+            f"{prefix}clip_cov_lb={low} must be < {prefix}clip_cov_ub={high} "
+            "(the covariance band of Clip-Cov candidates); swap or widen them."
+        )
+    return out

@@ -81,7 +81,7 @@ def compute_policy_loss_clip_cov(
 def compute_policy_loss_kl_cov(
     old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, **agg_kwargs
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """KL-Cov: the unclipped surrogate -A r, plus ppo_kl_coef * |log pi - log pi_old| on the top tokens.
+    """KL-Cov: the unclipped surrogate -A r, plus kl_cov_coef * |log pi - log pi_old| on the top tokens.
 
     The ``kl_cov_ratio`` fraction of valid tokens (at least one) with the largest covariance get
     the penalty; no ratio clipping is applied anywhere.
@@ -99,7 +99,7 @@ def compute_policy_loss_kl_cov(
     penalised = torch.zeros(valid.numel(), dtype=torch.bool, device=valid.device)
     penalised[picked] = True
     penalised = penalised.view_as(valid)
-    token_loss = torch.where(penalised, token_loss + cfg.ppo_kl_coef * log_ratio.abs(), token_loss)
+    token_loss = torch.where(penalised, token_loss + cfg.kl_cov_coef * log_ratio.abs(), token_loss)
     loss = agg_loss(token_loss, response_mask, loss_agg_mode, **agg_kwargs)
     kl_cov_frac = masked_mean(penalised.to(token_loss.dtype), response_mask)
     return loss, policy_loss_metrics(response_mask, log_ratio, pg_kl_cov_frac=kl_cov_frac)

@@ -67,7 +67,8 @@ class FilterGroupsConfig:
     enable: bool = False
     # Tag metric compared inside a group ("acc" or "score").
     metric: str = "acc"
-    # Give up refilling after this many extra generation rounds per step.
+    # At most this many extra generation rounds per step refill evicted groups, then the step fails
+    # (<= 0: no limit but trainer.sample_timeout_s).
     max_num_gen_batches: int = 4
 
 
@@ -82,12 +83,25 @@ class AlgorithmConfig:
     lam: float = 1.0
     # GRPO: divide by the group std (false gives Dr.GRPO).
     norm_adv_by_std_in_grpo: bool = True
+    # grpo, grpo_passk, gpg: added to the group std before dividing by it (in score units).
+    epsilon: float = 1e-6
     # Subtract kl_ctrl.kl_coef * KL(actor || ref) from token rewards (PPO style).
     use_kl_in_reward: bool = False
     # KL estimator for the reward penalty.
     kl_penalty: str = "kl"
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+
+
+@dataclass
+class ReplayBufferSection:
+    """Staleness control of the replay buffer (``trainer.replay_buffer``); matters once rollouts run ahead."""
+
+    # Largest allowed age of a sampled group in steps (global_step - the step it was submitted at);
+    # null disables staleness control.
+    max_off_policy_threshold: int | None = None
+    # drop: evict groups older than the threshold and refill; wait: hold sampling while an in-flight group is.
+    off_policy_strategy: str = "drop"
 
 
 @dataclass
@@ -134,6 +148,7 @@ class TrainerConfig:
     sample_timeout_s: float = 600.0
     # Python files or modules imported in every process first (they register custom losses, estimators ...).
     extensions: list[str] = field(default_factory=list)
+    replay_buffer: ReplayBufferSection = field(default_factory=ReplayBufferSection)
 
     @property
     def run_path(self) -> str:

@@ -115,14 +115,7 @@ class TaskRunner:
             from verl_lite.single_controller.ray import Role
 
             groups = build_worker_groups(config, manager.get_resource_pool(Role.ActorRolloutRef))
-            buffer = ReplayBuffer(
-                ReplayBufferConfig(
-                    timeout_s=config.trainer.sample_timeout_s,
-                    filter_groups_enable=config.algorithm.filter_groups.enable,
-                    filter_groups_metric=config.algorithm.filter_groups.metric,
-                ),
-                client=kv,
-            )
+            buffer = ReplayBuffer(ReplayBufferConfig.from_ppo_config(config), client=kv)
             tracker = Tracker(
                 config.trainer.logger,
                 config.trainer.run_path,

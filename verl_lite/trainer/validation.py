@@ -61,6 +61,9 @@ def validate_config(config: PPOConfig) -> None:
         *_checkpoint_problems(config),
         *_old_log_prob_problems(config),
         *_reward_model_problems(config),
+        *_policy_loss_problems(config),
+        *_replay_buffer_problems(config),
+        *_val_batch_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -225,6 +228,12 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
             "manager only, which would not match reward.reward_model.enable=true scores; disable the "
             "reward model or choose an estimator without a greedy baseline (e.g. grpo)."
         )
+    epsilon = config.algorithm.epsilon
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
+        out.append(
+            f"algorithm.epsilon={epsilon!r} is invalid; use a number > 0 (it is added to the group std, "
+            "which is 0 in an all-equal group)."
+        )
     if config.data.truncation not in ("error", "left", "right"):
         out.append(f"data.truncation={config.data.truncation!r} must be one of error, left, right.")
     return out
@@ -234,6 +243,53 @@ def _needs_greedy_baseline(estimator: str) -> bool:
     from verl_lite.algorithms import ADV_ESTIMATORS, get_adv_estimator_needs
 
     return estimator in ADV_ESTIMATORS and get_adv_estimator_needs(estimator).greedy_baseline
+
+
+def _policy_loss_problems(config: PPOConfig) -> list[str]:
+    """Every policy-loss parameter in range (the same rules ``PolicyLossConfig`` applies in the worker)."""
+    from verl_lite.algorithms.config import PolicyLossConfig, policy_loss_problems
+
+    actor = config.actor_rollout_ref.actor
+    values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
+    return policy_loss_problems(values, prefix="actor_rollout_ref.actor.")
+
+
+def _val_batch_problems(config: PPOConfig) -> list[str]:
+    size = config.data.val_batch_size
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        return [
+            f"data.val_batch_size={size!r} is invalid; use a positive integer (prompts per validation "
+            "generate call) or null for all at once."
+        ]
+    return []
+
+
+def _replay_buffer_problems(config: PPOConfig) -> list[str]:
+    """DAPO's refill bound and the staleness control of the replay buffer."""
+    from verl_lite.trainer.ppo.replay_buffer import OFF_POLICY_STRATEGIES
+
+    out = []
+    max_gen = config.algorithm.filter_groups.max_num_gen_batches
+    if isinstance(max_gen, bool) or not isinstance(max_gen, int):
+        out.append(
+            f"algorithm.filter_groups.max_num_gen_batches={max_gen!r} is invalid; use an integer "
+            "(extra generation rounds per step, <= 0 for no limit)."
+        )
+    staleness = config.trainer.replay_buffer
+    threshold = staleness.max_off_policy_threshold
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+    ):
+        out.append(
+            f"trainer.replay_buffer.max_off_policy_threshold={threshold!r} is invalid; use an integer >= 0 "
+            "(steps) or null to disable staleness control."
+        )
+    if staleness.off_policy_strategy not in OFF_POLICY_STRATEGIES:
+        out.append(
+            f"trainer.replay_buffer.off_policy_strategy={staleness.off_policy_strategy!r} is invalid; "
+            f"use one of {', '.join(OFF_POLICY_STRATEGIES)}."
+        )
+    return out
 
 
 def _reward_model_problems(config: PPOConfig) -> list[str]:

@@ -98,6 +98,23 @@ class ActorConfig(UpdateBatchingConfig):
     clip_ratio_high: float = 0.2
     # Dual-clip bound for negative advantages.
     clip_ratio_c: float = 3.0
+    # The parameters of the other losses (verl_lite.algorithms.PolicyLossConfig reads them by these names;
+    # each is used only by the loss its prefix names, and validated in trainer/validation.py).
+    # |log pi - log pi_old| is clamped to this before exp() in every loss, so ratios stay finite.
+    log_ratio_clamp: float = 20.0
+    # sapo: gate temperature for tokens with positive / negative advantage (> 0).
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
+    # cispo: the stop-gradient ratio is truncated to [1 - cispo_clip_ratio_low, 1 + cispo_clip_ratio_high].
+    cispo_clip_ratio_low: float = 1.0
+    cispo_clip_ratio_high: float = 0.28
+    # clip_cov: fraction of valid tokens whose gradient is removed, among those with covariance in (lb, ub).
+    clip_cov_ratio: float = 2e-4
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    # kl_cov: fraction of valid tokens (highest covariance first) that get kl_cov_coef * |log ratio| added.
+    kl_cov_ratio: float = 2e-3
+    kl_cov_coef: float = 1.0
     # Entropy bonus coefficient (0 disables it).
     entropy_coeff: float = 0.0
     # Add a KL(actor || ref) loss term (GRPO style) instead of a reward penalty.

@@ -27,7 +27,8 @@ from verl_lite.kv.meta import KVBatchMeta
 RefillFn = Callable[[int], Any]
 """``refill_fn(k)``: submit ``k`` new prompt groups (put their markers, start their rollouts)."""
 
-_STRATEGIES = ("drop", "wait")
+# trainer.replay_buffer.off_policy_strategy values.
+OFF_POLICY_STRATEGIES = ("drop", "wait")
 _EVICTED_MEMORY = 100_000  # evicted uids remembered, to clear trajectories that arrive late
 
 
@@ -43,6 +44,10 @@ class ReplayBufferConfig:
     """``algorithm.filter_groups.enable``: evict finished groups whose metric has zero variance (DAPO)."""
     filter_groups_metric: str = "acc"
     """``algorithm.filter_groups.metric``: trajectory tag holding the metric (e.g. ``acc``, ``score``)."""
+    filter_groups_max_num_gen_batches: int = 4
+    """``algorithm.filter_groups.max_num_gen_batches``: with filtering on, at most this many refill
+    rounds per ``sample`` call; then ``sample`` fails once too few groups can still be ready
+    (``<= 0``: no bound but ``timeout_s``)."""
     max_off_policy_threshold: int | None = None
     """Largest allowed ``global_step - group.global_steps``; ``None`` disables staleness control."""
     off_policy_strategy: str = "drop"
@@ -58,21 +63,24 @@ class ReplayBufferConfig:
             raise ValueError(
                 f"max_off_policy_threshold={self.max_off_policy_threshold} is invalid; use an integer >= 0 or null."
             )
-        if self.off_policy_strategy not in _STRATEGIES:
+        if self.off_policy_strategy not in OFF_POLICY_STRATEGIES:
             raise ValueError(
-                f"off_policy_strategy={self.off_policy_strategy!r} is invalid; use one of {_STRATEGIES}."
+                f"off_policy_strategy={self.off_policy_strategy!r} is invalid; use one of {OFF_POLICY_STRATEGIES}."
             )
 
     @classmethod
-    def from_trainer_config(cls, config: Mapping) -> ReplayBufferConfig:
-        """Read ``algorithm.filter_groups.{enable,metric}`` and ``trainer.replay_buffer.*`` if present."""
-        filter_groups = (config.get("algorithm") or {}).get("filter_groups") or {}
-        values = dict((config.get("trainer") or {}).get("replay_buffer") or {})
-        if "enable" in filter_groups:
-            values["filter_groups_enable"] = bool(filter_groups["enable"])
-        if filter_groups.get("metric"):
-            values["filter_groups_metric"] = str(filter_groups["metric"])
-        return cls(**values)
+    def from_ppo_config(cls, config: Any) -> ReplayBufferConfig:
+        """The buffer settings of a ``PPOConfig``: ``trainer.sample_timeout_s``,
+        ``algorithm.filter_groups.*`` and ``trainer.replay_buffer.*``."""
+        filter_groups, staleness = config.algorithm.filter_groups, config.trainer.replay_buffer
+        return cls(
+            timeout_s=config.trainer.sample_timeout_s,
+            filter_groups_enable=filter_groups.enable,
+            filter_groups_metric=filter_groups.metric,
+            filter_groups_max_num_gen_batches=filter_groups.max_num_gen_batches,
+            max_off_policy_threshold=staleness.max_off_policy_threshold,
+            off_policy_strategy=staleness.off_policy_strategy,
+        )
 
 
 @dataclass
@@ -167,18 +175,27 @@ class ReplayBuffer:
         evicted = {"filter_groups/evicted": 0, "rollout_failure/evicted": 0, "off_policy/evicted": 0}
         start = time.monotonic()
         self.last_sample_polls = 0
+        refills = 0
         while True:
             self.last_sample_polls += 1
             groups = self._scan(partition_id)
             sampled.intersection_update(groups)  # groups cleared by the trainer are done with
             live = {uid: g for uid, g in groups.items() if uid not in sampled}
             removed = self._evict(live, global_step, partition_id, evicted)
-            if removed and self.refill_fn is not None:
+            refilled = bool(removed) and self.refill_fn is not None and not self._refills_exhausted(refills)
+            if refilled:
                 self.refill_fn(removed)
+                refills += 1
             ready = sorted((g for g in live.values() if g.status == FINISHED), key=_Group.age_key)
             held = self._held(live, global_step)
             if len(ready) >= batch_size and not held:
                 break
+            in_flight = sum(g.status in (PENDING, RUNNING) for g in live.values())
+            # (the replacements of this round are not in ``live`` yet: judge them on the next scan)
+            if not refilled and self._refills_exhausted(refills) and len(ready) + in_flight < batch_size:
+                raise RuntimeError(
+                    self._filter_message(global_step, batch_size, len(ready), in_flight, refills, evicted)
+                )
             if time.monotonic() - start > cfg.timeout_s:
                 raise TimeoutError(
                     self._timeout_message(partition_id, global_step, batch_size, live, evicted, held)
@@ -244,6 +261,33 @@ class ReplayBuffer:
         while len(self._evicted) > _EVICTED_MEMORY:
             self._evicted.popitem(last=False)
         return len(reasons)
+
+    def _refills_exhausted(self, refills: int) -> bool:
+        """Whether DAPO filtering has used up its ``filter_groups_max_num_gen_batches`` refill rounds."""
+        cfg = self.config
+        bound = cfg.filter_groups_max_num_gen_batches
+        return cfg.filter_groups_enable and self.refill_fn is not None and 0 < bound <= refills
+
+    def _filter_message(
+        self,
+        global_step: int,
+        batch_size: int,
+        kept: int,
+        in_flight: int,
+        refills: int,
+        evicted: dict[str, int],
+    ) -> str:
+        cfg = self.config
+        limit = cfg.filter_groups_max_num_gen_batches
+        return (
+            f"ReplayBuffer.sample: DAPO dynamic sampling kept {kept} of the {batch_size} groups needed at "
+            f"global step {global_step} ({in_flight} still generating) after {refills} extra generation "
+            f"batch(es), the limit algorithm.filter_groups.max_num_gen_batches={limit}; "
+            f"{evicted['filter_groups/evicted']} group(s) had the same {cfg.filter_groups_metric!r} in every "
+            f"sample and {evicted['rollout_failure/evicted']} failed. Raise max_num_gen_batches (<= 0 removes "
+            "the limit), sample more diversely (rollout.temperature, rollout.n), or set "
+            "algorithm.filter_groups.enable=false."
+        )
 
     def _held(self, live: dict[str, _Group], global_step: int) -> list[str]:
         """In-flight groups too old to sample past (strategy ``wait`` only)."""

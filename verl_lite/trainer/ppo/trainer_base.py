@@ -263,8 +263,13 @@ class PPOTrainer:
             return {}
         self.on_validate_begin()
         items = [self.val_dataset[i] for i in range(len(self.val_dataset))]
-        meta = self.submit_prompts(items, self.global_step, "val")
-        out = self.groups.actor_rollout.generate_sequences(meta, validate=True)
+        # data.val_batch_size prompts per generate call bounds what the rollout holds at once.
+        size = self.config.data.val_batch_size or len(items)
+        prompts, trajectories = [], []
+        for begin in range(0, len(items), size):
+            prompts.append(self.submit_prompts(items[begin : begin + size], self.global_step, "val"))
+            trajectories.append(self.groups.actor_rollout.generate_sequences(prompts[-1], validate=True))
+        meta, out = KVBatchMeta.concat(prompts), KVBatchMeta.concat(trajectories)
         n = self.config.actor_rollout_ref.rollout.val_kwargs.n
         by_uid = {tag["uid"]: tag.get("data_source") for tag in meta.tags}
         tags = [{**tag, "data_source": by_uid.get(tag["uid"], "unknown")} for tag in out.tags]
