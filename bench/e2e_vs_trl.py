@@ -112,7 +112,7 @@ def run_verl_lite(s: Settings, rollout: str) -> dict:
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.prompts}",
         # one forward/backward over the whole step's batch, as the bare loop and TRL do
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch}",
-        f"actor_rollout_ref.actor.log_prob_micro_batch_size_per_gpu={batch}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch}",
         "actor_rollout_ref.actor.ppo_epochs=1",
         "actor_rollout_ref.actor.loss_agg_mode=token-mean",
         f"actor_rollout_ref.actor.optim.lr={s.lr}",

@@ -61,7 +61,11 @@ ENTRY_POINTS = (
     EntryPoint(
         "PPO / GRPO",
         "python -m verl_lite.main_ppo",
-        (ConfigFile("ppo_trainer.yaml"), ConfigFile("kv/default.yaml", "kv", "KV store group")),
+        (
+            ConfigFile("ppo_trainer.yaml"),
+            ConfigFile("kv/default.yaml", "kv", "KV store group"),
+            ConfigFile("verl_compat.yaml", title="verl keys accepted without use"),
+        ),
     ),
     EntryPoint("Supervised fine-tuning", "python -m verl_lite.main_sft", (ConfigFile("sft_trainer.yaml"),)),
     EntryPoint("Reward model", "python -m verl_lite.main_rm", (ConfigFile("rm_trainer.yaml"),)),
@@ -174,6 +178,9 @@ def render(config_dir: Path = CONFIG_DIR) -> str:
             source = f"`verl_lite/configs/{cfg.relpath}`"
             if cfg.prefix:  # a Hydra group: its own heading, and its leading comment says what it is
                 lines += ["", f"### {cfg.title} ({source}, under `{cfg.prefix}`)", "", intro]
+                lines += render_sections(sections, "####")
+            elif cfg.title:  # a file merged at the top level: its leading comment says what it is
+                lines += ["", f"### {cfg.title} ({source})", "", intro]
                 lines += render_sections(sections, "####")
             else:  # the entry point's own file: its leading comment is a how-to for yaml readers
                 lines += ["", f"Keys of {source}."]

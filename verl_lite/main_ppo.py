@@ -12,12 +12,22 @@ from omegaconf import DictConfig
 
 
 def load_config(cfg: DictConfig):
-    """Typed, defaults-resolved and validated config from Hydra's ``cfg``."""
+    """Typed, defaults-resolved and validated config from Hydra's ``cfg``.
+
+    verl keys verl_lite does not use are dropped first; a notice for each one set to a value verl_lite
+    handles differently goes to stderr (once, before Ray starts).
+    """
+    import sys
+
     from verl_lite.trainer.config import PPOConfig
     from verl_lite.trainer.validation import resolve_embedded_defaults, resolve_local_paths, validate_config
+    from verl_lite.trainer.verl_compat import drop_verl_keys
     from verl_lite.utils.config import from_config
     from verl_lite.utils.extensions import load_extensions
 
+    cfg, notices = drop_verl_keys(cfg)
+    for notice in notices:
+        print(f"verl_lite: {notice}", file=sys.stderr)
     config = resolve_local_paths(resolve_embedded_defaults(from_config(PPOConfig, cfg)))
     load_extensions(config.trainer.extensions)
     validate_config(config)

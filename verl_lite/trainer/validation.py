@@ -64,6 +64,7 @@ def validate_config(config: PPOConfig) -> None:
         *_policy_loss_problems(config),
         *_replay_buffer_problems(config),
         *_val_batch_problems(config),
+        *_rollout_problems(config),
     ]
     if not problems:
         problems = list(_data_source_problems(config))
@@ -318,6 +319,17 @@ def _reward_model_problems(config: PPOConfig) -> list[str]:
             "model needs num_labels=1 (one scalar score)."
         ]
     return []
+
+
+def _rollout_problems(config: PPOConfig) -> list[str]:
+    """Each colocated worker runs its own rollout engine on its one device: no tensor parallelism yet."""
+    tp = config.actor_rollout_ref.rollout.tensor_model_parallel_size
+    if tp == 1:
+        return []
+    return [
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} is not supported: each worker runs its "
+        "own rollout engine on its one device, so use 1 and scale generation with trainer.n_gpus_per_node."
+    ]
 
 
 def _data_source_problems(config: PPOConfig) -> list[str]:

@@ -84,9 +84,9 @@ class ActorRolloutRefWorker(Worker):
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         engine_cls = get_engine(cfg.engine.name)
         if "actor" in self.roles:
-            self.actor = engine_cls(cfg.model, cfg.actor.optim, cfg.engine)
+            self.actor = engine_cls(cfg.model, cfg.actor.optim, cfg.engine, fsdp_config=cfg.actor.fsdp_config)
         if "ref" in self.roles:
-            self.ref = engine_cls(cfg.model, None, cfg.engine)
+            self.ref = engine_cls(cfg.model, None, cfg.engine, fsdp_config=cfg.ref.fsdp_config)
         if "rollout" in self.roles:
             self.rollout = get_rollout(cfg.rollout.name)(
                 cfg.model.path, cfg.rollout, self.tokenizer.eos_token_id, self.pad_token_id
@@ -108,10 +108,10 @@ class ActorRolloutRefWorker(Worker):
         return RowBatch(td, self.pad_token_id)
 
     @torch.no_grad()
-    def _score(self, engine, meta: KVBatchMeta, with_entropy: bool) -> tuple[list, list]:
+    def _score(self, engine, meta: KVBatchMeta, with_entropy: bool, size: int) -> tuple[list, list]:
+        """Log-probs (and entropy) of ``meta``'s responses under ``engine``, ``size`` rows per forward."""
         batch = self._read(meta, ["prompts", "responses"])
         log_probs, entropies = [], []
-        size = self.config.actor.log_prob_micro_batch_size_per_gpu
         for mb in batch.micro_batches(list(range(len(batch))), size, None):
             engine.model.eval()
             logits = engine.forward(mb)
@@ -130,7 +130,8 @@ class ActorRolloutRefWorker(Worker):
     @register(dispatch_mode=make_nd_dispatch("actor"))
     def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
         """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows."""
-        out, _ = self._score(self.actor, meta, with_entropy=True)
+        size = self.config.rollout.log_prob_micro_batch_size_per_gpu
+        out, _ = self._score(self.actor, meta, with_entropy=True, size=size)
         fields = TensorDict({"old_log_probs": out["lp"], "entropy": out["entropy"]}, batch_size=[len(meta)])
         result = self._write(meta, fields)
         if "rollout_log_probs" in meta.fields and len(meta):
@@ -145,7 +146,8 @@ class ActorRolloutRefWorker(Worker):
     @register(dispatch_mode=make_nd_dispatch("ref"))
     def compute_ref_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
         """Write ``ref_log_prob`` (log-probs under the frozen reference policy)."""
-        out, _ = self._score(self.ref, meta, with_entropy=False)
+        size = self.config.ref.log_prob_micro_batch_size_per_gpu
+        out, _ = self._score(self.ref, meta, with_entropy=False, size=size)
         return self._write(meta, TensorDict({"ref_log_prob": out["lp"]}, batch_size=[len(meta)]))
 
     def _write(self, meta: KVBatchMeta, fields: TensorDict) -> KVBatchMeta:

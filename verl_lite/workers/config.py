@@ -63,6 +63,28 @@ class EngineConfig:
 
 
 @dataclass
+class FSDPConfig:
+    """Where FSDP2 keeps a frozen model's state (verl's ``ref.fsdp_config``)."""
+
+    # Keep the sharded parameters in CPU memory (FSDP2 CPUOffloadPolicy); each layer is copied to the
+    # device for its forward. Saves device memory, costs a host-device copy per layer and use.
+    param_offload: bool = False
+
+
+@dataclass
+class ActorFSDPConfig(FSDPConfig):
+    """Where FSDP2 keeps a trained model's state (verl's ``actor.fsdp_config``).
+
+    FSDP2's CPUOffloadPolicy moves parameters, gradients and optimizer state together, so
+    ``param_offload`` implies ``optimizer_offload``; ``optimizer_offload`` alone keeps the parameters
+    on the device and parks only the AdamW state in CPU memory between optimizer steps.
+    """
+
+    # Keep AdamW state in CPU memory between steps (copied to the device for each step).
+    optimizer_offload: bool = False
+
+
+@dataclass
 class UpdateBatchingConfig:
     """How a PPO-style update cuts a step's rows: epochs, mini-batches, micro-batches (actor and critic)."""
 
@@ -86,8 +108,6 @@ class ActorConfig(UpdateBatchingConfig):
 
     # auto: skip the old-log-prob forward when the update is one on-policy pass; recompute: always run it.
     old_log_prob: str = "auto"
-    # Rows per forward when computing log-probs (old and reference) on one rank.
-    log_prob_micro_batch_size_per_gpu: int = 64
     # Registered policy loss name (verl_lite.algorithms.POLICY_LOSSES).
     policy_loss: str = "vanilla"
     # Loss aggregation mode (see docs/algorithms.md).
@@ -124,6 +144,16 @@ class ActorConfig(UpdateBatchingConfig):
     # KL estimator of the KL loss (k1, k2, k3/low_var_kl, abs, and "+" variants).
     kl_loss_type: str = "low_var_kl"
     optim: OptimConfig = field(default_factory=OptimConfig)
+    fsdp_config: ActorFSDPConfig = field(default_factory=ActorFSDPConfig)
+
+
+@dataclass
+class RefConfig:
+    """The frozen reference policy (``actor_rollout_ref.ref``): how its log-probs are computed."""
+
+    # Trajectories per forward when computing reference log-probs on one rank.
+    log_prob_micro_batch_size_per_gpu: int = 64
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -169,6 +199,10 @@ class RolloutConfig:
     response_length: int = 32
     # Prompts per generate call on one rank.
     micro_batch_size: int = 64
+    # Trajectories per forward when computing old log-probs (the actor's, before the update) on one rank.
+    log_prob_micro_batch_size_per_gpu: int = 64
+    # vLLM tensor-parallel size of one rollout engine; only 1 today (one engine per colocated worker).
+    tensor_model_parallel_size: int = 1
     # Registered checkpoint-sync backend carrying actor weights to this rollout ("naive", "ray", "nccl").
     checkpoint_engine: str = "naive"
     # Bucket size for weight sync, in MB.
@@ -196,6 +230,7 @@ class ActorRolloutRefConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
 

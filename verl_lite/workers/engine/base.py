@@ -38,6 +38,10 @@ class TrainingEngine(ABC):
     Workers build micro-batches and losses; the engine hides how parameters are sharded and
     where they live. Every call that touches sharded state is collective: all ranks of the
     engine's process group must make it in the same order.
+
+    Engines are built as ``cls(model_config, optim_config, engine_config, kind=..., fsdp_config=...)``;
+    ``optim_config=None`` means a frozen model (the reference policy), and ``fsdp_config`` says where
+    the model's state lives between uses (``param_offload``, and ``optimizer_offload`` for the actor).
     """
 
     model: torch.nn.Module

@@ -19,10 +19,10 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig
+from verl_lite.workers.config import ActorFSDPConfig, EngineConfig, FSDPConfig, ModelConfig, OptimConfig
 from verl_lite.workers.engine.base import (
     HF_CONFIG_DIR,
     LossFn,
@@ -54,6 +54,10 @@ class FSDPEngine(TrainingEngine):
     Parameters stay fp32; on GPU the forward/backward run in ``engine.param_dtype`` (bf16 by
     default) with fp32 gradient reduction. Gradients are averaged over data-parallel ranks by
     the reduce-scatter, which is what ``agg_loss``'s ``dp_size`` convention expects.
+
+    ``fsdp_config.param_offload`` keeps the sharded parameters, gradients and optimizer state in
+    CPU memory (FSDP2's CPUOffloadPolicy; the optimizer then steps on CPU); ``optimizer_offload``
+    alone keeps parameters on the device and parks only the AdamW state on CPU between steps.
     """
 
     def __init__(
@@ -62,10 +66,12 @@ class FSDPEngine(TrainingEngine):
         optim_config: OptimConfig | None = None,
         engine_config: EngineConfig | None = None,
         kind: str = "causal_lm",
+        fsdp_config: FSDPConfig | None = None,
     ):
         self.model_config = model_config
         self.optim_config = optim_config
         self.engine_config = engine_config or EngineConfig()
+        self.fsdp_config = fsdp_config or FSDPConfig()
         init_distributed(self.engine_config.backend)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         on_gpu = torch.cuda.is_available() and dist.get_backend() == "nccl"
@@ -83,9 +89,23 @@ class FSDPEngine(TrainingEngine):
             if on_gpu
             else MixedPrecisionPolicy()
         )
+        offload = self.fsdp_config.param_offload
+        # pinned host memory makes the per-layer copies asynchronous; it needs a GPU
+        policy = CPUOffloadPolicy(pin_memory=on_gpu) if offload else OffloadPolicy()
         for layer in _decoder_layers(model):
-            fully_shard(layer, mesh=self.mesh, mp_policy=mp_policy)
-        fully_shard(model.to(self.device), mesh=self.mesh, mp_policy=mp_policy)
+            fully_shard(layer, mesh=self.mesh, mp_policy=mp_policy, offload_policy=policy)
+        fully_shard(
+            model if offload else model.to(self.device),
+            mesh=self.mesh,
+            mp_policy=mp_policy,
+            offload_policy=policy,
+        )
+        # With param_offload the optimizer state already lives with the (CPU) parameters.
+        self.offload_optimizer = (
+            isinstance(self.fsdp_config, ActorFSDPConfig)
+            and self.fsdp_config.optimizer_offload
+            and not offload
+        )
         self.model = model
         self.hf_config = model.config
         self.optimizer = self.scheduler = None
@@ -130,7 +150,11 @@ class FSDPEngine(TrainingEngine):
             grad_norm = grad_norm.full_tensor()
         lr = self.scheduler.get_last_lr()[0]
         if torch.isfinite(grad_norm):
+            if self.offload_optimizer:
+                _move_optimizer_state(self.optimizer, self.device)
             self.optimizer.step()
+            if self.offload_optimizer:
+                _move_optimizer_state(self.optimizer, torch.device("cpu"))
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         return {"grad_norm": float(grad_norm), "lr": float(lr)}
@@ -188,6 +212,14 @@ def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated transformer blocks (each becomes one FSDP unit)."""
     layer_names = getattr(model, "_no_split_modules", None) or []
     return [m for m in model.modules() if type(m).__name__ in layer_names]
+
+
+def _move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Move every tensor of the optimizer state (AdamW moments, step counts) to ``device``."""
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                state[key] = value.to(device)
 
 
 def _rng_state() -> dict[str, Any]:

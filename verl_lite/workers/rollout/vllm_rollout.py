@@ -37,6 +37,7 @@ class VLLMRollout(RolloutBackend):
             dtype="bfloat16" if on_gpu else "float32",
             enforce_eager=config.enforce_eager,
             max_model_len=max_len,
+            tensor_parallel_size=config.tensor_model_parallel_size,
             skip_tokenizer_init=True,
             seed=0,
             logprobs_mode="processed_logprobs",
