@@ -253,11 +253,21 @@ def _reward_model_problems(config: PPOConfig) -> list[str]:
 
 
 def _data_source_problems(config: PPOConfig) -> list[str]:
+    from verl_lite.data.files import DataFileError
     from verl_lite.reward import validate_reward_config
 
-    sources = set()
-    for path in _files(config.data.train_files) + _files(config.data.val_files):
-        sources |= _data_sources_of(path, config.data.default_data_source)
+    sources, unreadable = set(), []
+    for key, files in (
+        ("data.train_files", config.data.train_files),
+        ("data.val_files", config.data.val_files),
+    ):
+        for path in _files(files):
+            try:
+                sources |= _data_sources_of(path, config.data.default_data_source, key)
+            except DataFileError as err:
+                unreadable.append(str(err))
+    if unreadable:
+        return unreadable
     try:
         validate_reward_config(config.reward, sources)
     except ValueError as err:
@@ -265,19 +275,9 @@ def _data_source_problems(config: PPOConfig) -> list[str]:
     return []
 
 
-def _data_sources_of(path: str, default: str) -> set[str]:
-    """Distinct ``data_source`` values of a parquet/jsonl file (the default when the column is absent)."""
-    path = os.path.expanduser(path)
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
+def _data_sources_of(path: str, default: str, key: str) -> set[str]:
+    """Distinct ``data_source`` values of a data file (the default for rows without one)."""
+    from verl_lite.data.files import read_column
 
-        schema = pq.read_schema(path)
-        if "data_source" not in schema.names:
-            return {default}
-        return set(pq.read_table(path, columns=["data_source"]).column(0).to_pylist())
-    if path.endswith((".jsonl", ".json")):
-        import pandas as pd
-
-        frame = pd.read_json(path, lines=path.endswith(".jsonl"))
-        return set(frame["data_source"]) if "data_source" in frame else {default}
-    return {default}
+    values = read_column(path, "data_source", key)
+    return {default} if values is None else {default if v is None else v for v in values}
