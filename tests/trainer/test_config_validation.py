@@ -75,6 +75,18 @@ BAD_CONFIGS = [
         ["actor_rollout_ref.actor.old_log_prob=never"],
         "actor_rollout_ref.actor.old_log_prob='never' is not valid",
     ),
+    (
+        ["actor_rollout_ref.rollout.checkpoint_engine=nccl"],
+        "actor_rollout_ref.rollout.checkpoint_engine='nccl' is not driven by any trainer flow yet",
+    ),
+    (
+        ["actor_rollout_ref.rollout.checkpoint_engine=ray"],
+        "actor_rollout_ref.rollout.checkpoint_engine='ray' is not driven by any trainer flow yet",
+    ),
+    (
+        ["actor_rollout_ref.rollout.checkpoint_engine=gloo"],
+        "actor_rollout_ref.rollout.checkpoint_engine='gloo' is not registered; known: naive, nccl, ray.",
+    ),
     (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
     (
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],

@@ -60,6 +60,7 @@ def validate_config(config: PPOConfig) -> None:
         *_algorithm_problems(config),
         *_checkpoint_problems(config),
         *_old_log_prob_problems(config),
+        *_checkpoint_engine_problems(config),
         *_reward_model_problems(config),
     ]
     if not problems:
@@ -186,6 +187,26 @@ def _old_log_prob_problems(config: PPOConfig) -> list[str]:
     if value not in OLD_LOG_PROB_MODES:
         return [
             f"actor_rollout_ref.actor.old_log_prob={value!r} is not valid; use one of {', '.join(OLD_LOG_PROB_MODES)}."
+        ]
+    return []
+
+
+def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
+    """The trainer colocates actor and rollout in one process, so only a colocated weight sync is driven."""
+    from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
+
+    name = config.actor_rollout_ref.rollout.checkpoint_engine
+    if name not in CHECKPOINT_ENGINES:
+        return [
+            f"actor_rollout_ref.rollout.checkpoint_engine={name!r} is not registered; "
+            f"known: {', '.join(CHECKPOINT_ENGINES.names())}."
+        ]
+    if CHECKPOINT_ENGINES.get(name).placement != "colocated":
+        return [
+            f"actor_rollout_ref.rollout.checkpoint_engine={name!r} is not driven by any trainer flow yet: "
+            "the trainer runs rollout inside the actor's process (the colocated hybrid placement), where "
+            "'naive' hands weights over; 'ray' (across processes) and 'nccl' (GPU broadcast) come with a "
+            "standalone rollout placement."
         ]
     return []
 

@@ -151,7 +151,8 @@ class RolloutConfig:
     response_length: int = 128
     # Prompts per generate call on one rank.
     micro_batch_size: int = 64
-    # Registered checkpoint-sync backend carrying actor weights to this rollout ("naive", "ray", "nccl").
+    # Registered checkpoint-sync backend carrying actor weights to this rollout; the trainer drives "naive"
+    # (colocated); "ray" and "nccl" serve a standalone rollout placement no trainer flow builds yet.
     checkpoint_engine: str = "naive"
     # Bucket size for weight sync, in MB.
     update_weights_bucket_megabytes: int = 512
