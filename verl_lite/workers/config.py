@@ -160,7 +160,8 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.5
     max_model_len: int | None = None
     enforce_eager: bool = True
-    # vLLM: release memory while training when colocated with the actor.
+    # Sleep the rollout from generation until the next weight sync when colocated with the actor (vLLM on
+    # CUDA only; backends whose supports_sleep is False skip it with a one-line notice).
     free_cache_engine: bool = True
     # Sampling for validation (greedy, n = 1 by default).
     val_kwargs: SamplingConfig = field(
