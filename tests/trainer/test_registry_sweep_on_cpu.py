@@ -117,7 +117,9 @@ def cluster():
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 8, "object_store_memory": 300 * 1024**2})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 8, "object_store_memory": 300 * 1024**2}
+    )
     yield cluster
     if ray.is_initialized():
         ray.shutdown()

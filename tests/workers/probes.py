@@ -2,8 +2,55 @@
 
 from __future__ import annotations
 
+import torch
+
 from verl_lite.single_controller import Dispatch, register
 from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
+from verl_lite.workers.rollout import HFRollout, register_rollout
+
+
+@register_rollout("hf_sleep_probe")
+class SleepProbeRollout(HFRollout):
+    """HF rollout that can sleep the way vLLM's level 1 does, and records the order of calls.
+
+    Sleeping moves the weights aside and zeroes the served ones (as if they had left the device);
+    generating while asleep raises, and waking after a weight sync would restore stale weights.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.events: list[str] = []
+        self.stash: dict[str, torch.Tensor] | None = None
+
+    @property
+    def supports_sleep(self) -> bool:
+        return True
+
+    def generate(self, prompts, sampling, max_tokens):
+        if self.stash is not None:
+            raise RuntimeError("generate called on a sleeping rollout")
+        self.events.append("generate")
+        return super().generate(prompts, sampling, max_tokens)
+
+    def load_weights(self, named_tensors) -> None:
+        if self.stash is not None:
+            raise RuntimeError("load_weights called on a sleeping rollout")
+        self.events.append("load_weights")
+        super().load_weights(named_tensors)
+
+    @torch.no_grad()
+    def sleep(self) -> None:
+        self.events.append("sleep")
+        self.stash = {name: p.detach().clone() for name, p in self.model.named_parameters()}
+        for p in self.model.parameters():
+            p.zero_()
+
+    @torch.no_grad()
+    def wake_up(self) -> None:
+        self.events.append("wake_up")
+        for name, p in self.model.named_parameters():
+            p.copy_(self.stash[name])
+        self.stash = None
 
 
 class InspectableActor(ActorRolloutRefWorker):
@@ -17,6 +64,12 @@ class InspectableActor(ActorRolloutRefWorker):
         self.sync = get_checkpoint_engine(name)(
             self.config.rollout.update_weights_bucket_megabytes, rank=self.rank
         )
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def rollout_sleep_state(self) -> dict:
+        """Whether the rollout sleeps here, is asleep now, and (probe backend) the calls it saw."""
+        events = getattr(self.rollout, "events", None)
+        return {"sleeps": self.rollout_sleeps, "asleep": self.rollout_asleep, "events": events}
 
     @register(dispatch_mode=Dispatch.RANK_ZERO)
     def optimizer_state(self) -> dict:

@@ -112,3 +112,39 @@ def test_rollout_and_actor_log_probs_agree_on_generated_sequences(tiny_model_dir
         assert rollout_probs_diff_mean(scored) < 1e-5
     finally:
         release(group)
+
+
+def _generate(kv_store, uids):
+    from tensordict import TensorDict
+
+    prompts = kv_store.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
+    kv_store.kv_batch_put(prompts.keys, "train", fields=TensorDict({"prompts": jagged(PROMPTS[:2])}, [2]))
+    return prompts
+
+
+def test_free_cache_engine_sleeps_after_generation_and_wakes_before_the_weight_sync(tiny_model_dir, kv_store):
+    # free_cache_engine defaults to true; the probe backend can sleep (and breaks loudly if misordered).
+    group = make_group(tiny_model_dir, 1, role="actor_rollout", name="sleepy", rollout_name="hf_sleep_probe")
+    try:
+        group.generate_sequences(_generate(kv_store, ["s0", "s1"]))
+        assert group.rollout_sleep_state() == [
+            {"sleeps": True, "asleep": True, "events": ["generate", "sleep"]}
+        ]
+        group.update_actor(group.compute_log_prob(put_trajectories(kv_store)))  # training while asleep
+        group.update_weights(1)
+        trajectories = group.generate_sequences(_generate(kv_store, ["s2", "s3"]))
+        state = group.rollout_sleep_state()[0]
+        assert state["events"] == ["generate", "sleep", "wake_up", "load_weights", "generate", "sleep"]
+        # Woken before the sync, so the served weights are the trained actor's (not the stale stash).
+        assert rollout_probs_diff_mean(group.compute_log_prob(trajectories)) < 1e-5
+    finally:
+        release(group)
+
+
+def test_free_cache_engine_is_skipped_for_the_hf_backend_which_cannot_sleep(tiny_model_dir, kv_store):
+    group = make_group(tiny_model_dir, 1, role="actor_rollout", name="awake")
+    try:
+        group.generate_sequences(_generate(kv_store, ["a0", "a1"]))
+        assert group.rollout_sleep_state() == [{"sleeps": False, "asleep": False, "events": None}]
+    finally:
+        release(group)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -31,6 +31,10 @@ def get_checkpoint_engine(name: str) -> type[CheckpointEngine]:
 
 class CheckpointEngine(ABC):
     """Carries named tensors from actor ranks to rollout replicas, bucket by bucket."""
+
+    # Where the rollout must live for this backend: "colocated" (in the actor's process, the hybrid
+    # placement the PPO trainer builds) or "standalone" (its own processes; no trainer flow builds it yet).
+    placement: ClassVar[str] = "standalone"
 
     def __init__(self, bucket_megabytes: int = 512, rank: int = 0):
         self.bucket_bytes = int(bucket_megabytes) * 1024**2

@@ -13,6 +13,8 @@ from verl_lite.checkpoint_engine.base import CheckpointEngine, register_checkpoi
 class NaiveCheckpointEngine(CheckpointEngine):
     """The handle is the materialised list of (name, tensor) pairs; nothing leaves the process."""
 
+    placement = "colocated"
+
     def send_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> list:
         pairs = list(named_tensors)
         self.bytes_sent = sum(t.numel() * t.element_size() for _, t in pairs)

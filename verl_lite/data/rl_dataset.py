@@ -18,23 +18,21 @@ to share a uid that no other prompt of the step uses.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["TRUNCATION_MODES", "PromptBatches", "RLHFDataset", "read_rows", "row_uid"]
+from verl_lite.data.files import DataFiles, read_rows
+
+__all__ = ["TRUNCATION_MODES", "PromptBatches", "RLHFDataset", "row_uid"]
 
 logger = logging.getLogger(__name__)
 
 TRUNCATION_MODES = ("error", "left", "right")
-DataFiles = str | PathLike | Sequence[str | PathLike]
 
 
 def row_uid(split: str, epoch: int, index: int) -> str:
@@ -42,66 +40,12 @@ def row_uid(split: str, epoch: int, index: int) -> str:
     return f"{split}-{epoch}-{index}"
 
 
-def read_rows(data_files: DataFiles) -> list[dict[str, Any]]:
-    """All rows of ``data_files`` (one path or a list), concatenated in order, as plain python dicts.
-
-    Supported: ``.parquet``, ``.jsonl``, ``.json`` (a list of objects) and folders written by
-    ``datasets.Dataset.save_to_disk``. Errors name the offending path.
-    """
-    paths = [data_files] if isinstance(data_files, str | PathLike) else list(data_files)
-    if not paths:
-        raise ValueError("read_rows: no data files given (data.train_files is empty).")
-    rows: list[dict[str, Any]] = []
-    for path in paths:
-        rows.extend(_read_file(Path(path).expanduser()))
-    return rows
-
-
-def _read_file(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        raise FileNotFoundError(f"data file not found: {str(path)!r}.")
-    if path.is_dir():
-        return _read_hf_folder(path)
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        # to_pylist gives python lists/dicts (pandas would give numpy arrays for list columns)
-        return pq.read_table(path).to_pylist()
-    if suffix == ".jsonl":
-        with path.open() as f:
-            return [json.loads(line) for line in f if line.strip()]
-    if suffix == ".json":
-        data = json.loads(path.read_text())
-        if not isinstance(data, list):
-            raise ValueError(f"{str(path)!r}: a .json data file must hold a list of row objects.")
-        return data
-    raise ValueError(
-        f"{str(path)!r}: unsupported data file type {suffix!r}; use .parquet, .jsonl, .json or a "
-        "folder saved with datasets.save_to_disk."
-    )
-
-
-def _read_hf_folder(path: Path) -> list[dict[str, Any]]:
-    import datasets
-
-    try:
-        data = datasets.load_from_disk(str(path))
-    except FileNotFoundError as exc:
-        raise ValueError(f"{str(path)!r} is a folder but not a saved Hugging Face dataset ({exc}).") from None
-    if isinstance(data, datasets.DatasetDict):
-        raise ValueError(
-            f"{str(path)!r} holds several splits {sorted(data)}; point the data files at one of them "
-            f"({str(path / sorted(data)[0])!r})."
-        )
-    return data.to_list()
-
-
 class RLHFDataset(Dataset):
     """Tokenized RL prompts with what the reward needs (data source, ground truth, extra info, row).
 
     Args:
-        data_files: a path or list of paths (see :func:`read_rows`); None when ``rows`` is given.
+        data_files: a path or list of paths (see :func:`verl_lite.data.files.read_rows`); None when
+            ``rows`` is given.
         tokenizer: a Hugging Face tokenizer with a chat template.
         prompt_key: column holding the prompt: a list of chat messages or a plain string (one user turn).
         max_prompt_length: longest prompt in tokens (data.max_prompt_length).
@@ -158,7 +102,7 @@ class RLHFDataset(Dataset):
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.skipped: dict[str, dict[str, Any]] = {}
         self.num_truncated = 0
-        source = read_rows(data_files) if rows is None else rows
+        source = read_rows(data_files, key=f"data.{split}_files") if rows is None else rows
         self.examples = [
             ex for i, row in enumerate(source) if (ex := self._encode_row(i, dict(row))) is not None
         ]

@@ -60,6 +60,7 @@ def validate_config(config: PPOConfig) -> None:
         *_algorithm_problems(config),
         *_checkpoint_problems(config),
         *_old_log_prob_problems(config),
+        *_checkpoint_engine_problems(config),
         *_reward_model_problems(config),
         *_policy_loss_problems(config),
         *_replay_buffer_problems(config),
@@ -190,6 +191,26 @@ def _old_log_prob_problems(config: PPOConfig) -> list[str]:
     if value not in OLD_LOG_PROB_MODES:
         return [
             f"actor_rollout_ref.actor.old_log_prob={value!r} is not valid; use one of {', '.join(OLD_LOG_PROB_MODES)}."
+        ]
+    return []
+
+
+def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
+    """The trainer colocates actor and rollout in one process, so only a colocated weight sync is driven."""
+    from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
+
+    name = config.actor_rollout_ref.rollout.checkpoint_engine
+    if name not in CHECKPOINT_ENGINES:
+        return [
+            f"actor_rollout_ref.rollout.checkpoint_engine={name!r} is not registered; "
+            f"known: {', '.join(CHECKPOINT_ENGINES.names())}."
+        ]
+    if CHECKPOINT_ENGINES.get(name).placement != "colocated":
+        return [
+            f"actor_rollout_ref.rollout.checkpoint_engine={name!r} is not driven by any trainer flow yet: "
+            "the trainer runs rollout inside the actor's process (the colocated hybrid placement), where "
+            "'naive' hands weights over; 'ray' (across processes) and 'nccl' (GPU broadcast) come with a "
+            "standalone rollout placement."
         ]
     return []
 
@@ -333,11 +354,21 @@ def _rollout_problems(config: PPOConfig) -> list[str]:
 
 
 def _data_source_problems(config: PPOConfig) -> list[str]:
+    from verl_lite.data.files import DataFileError
     from verl_lite.reward import validate_reward_config
 
-    sources = set()
-    for path in _files(config.data.train_files) + _files(config.data.val_files):
-        sources |= _data_sources_of(path, config.data.default_data_source)
+    sources, unreadable = set(), []
+    for key, files in (
+        ("data.train_files", config.data.train_files),
+        ("data.val_files", config.data.val_files),
+    ):
+        for path in _files(files):
+            try:
+                sources |= _data_sources_of(path, config.data.default_data_source, key)
+            except DataFileError as err:
+                unreadable.append(str(err))
+    if unreadable:
+        return unreadable
     try:
         validate_reward_config(config.reward, sources)
     except ValueError as err:
@@ -345,19 +376,9 @@ def _data_source_problems(config: PPOConfig) -> list[str]:
     return []
 
 
-def _data_sources_of(path: str, default: str) -> set[str]:
-    """Distinct ``data_source`` values of a parquet/jsonl file (the default when the column is absent)."""
-    path = os.path.expanduser(path)
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
+def _data_sources_of(path: str, default: str, key: str) -> set[str]:
+    """Distinct ``data_source`` values of a data file (the default for rows without one)."""
+    from verl_lite.data.files import read_column
 
-        schema = pq.read_schema(path)
-        if "data_source" not in schema.names:
-            return {default}
-        return set(pq.read_table(path, columns=["data_source"]).column(0).to_pylist())
-    if path.endswith((".jsonl", ".json")):
-        import pandas as pd
-
-        frame = pd.read_json(path, lines=path.endswith(".jsonl"))
-        return set(frame["data_source"]) if "data_source" in frame else {default}
-    return {default}
+    values = read_column(path, "data_source", key)
+    return {default} if values is None else {default if v is None else v for v in values}

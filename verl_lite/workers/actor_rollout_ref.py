@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -72,6 +73,8 @@ class ActorRolloutRefWorker(Worker):
         if unknown:
             raise ValueError(f"role {role!r} has unknown parts {sorted(unknown)}; combine {ROLES} with '_'.")
         self.actor = self.ref = self.rollout = self.sync = None
+        # rollout.free_cache_engine: the rollout sleeps between generation and the next weight sync.
+        self.rollout_sleeps = self.rollout_asleep = False
 
     # ---- set-up ---------------------------------------------------------------------------------
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
@@ -91,6 +94,7 @@ class ActorRolloutRefWorker(Worker):
             self.rollout = get_rollout(cfg.rollout.name)(
                 cfg.model.path, cfg.rollout, self.tokenizer.eos_token_id, self.pad_token_id
             )
+        self._decide_rollout_sleep()
         self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
             cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
         )
@@ -101,6 +105,29 @@ class ActorRolloutRefWorker(Worker):
         for mesh in self.roles:
             self.register_mesh(mesh, dp_rank=self.rank, is_collect=True)
         self.kv = get_kv_client()
+
+    def _decide_rollout_sleep(self) -> None:
+        """Sleep only with free_cache_engine, the actor training in this process, and a backend that can."""
+        if not (self.config.rollout.free_cache_engine and {"actor", "rollout"} <= self.roles):
+            return
+        self.rollout_sleeps = self.rollout.supports_sleep
+        if not self.rollout_sleeps and self.rank == 0:
+            print(
+                f"verl_lite: rollout.free_cache_engine=true skipped: the {self.config.rollout.name!r} rollout "
+                "backend cannot sleep on this machine (vLLM sleeps on CUDA only; hf keeps no cache between calls).",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _sleep_rollout(self) -> None:
+        if self.rollout_sleeps and not self.rollout_asleep:
+            self.rollout.sleep()
+            self.rollout_asleep = True
+
+    def _wake_rollout(self) -> None:
+        if self.rollout_asleep:
+            self.rollout.wake_up()
+            self.rollout_asleep = False
 
     # ---- scoring --------------------------------------------------------------------------------
     def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
@@ -277,7 +304,9 @@ class ActorRolloutRefWorker(Worker):
             return KVBatchMeta(keys=[], partition_id=meta.partition_id, extra_info=meta.extra_info)
         rows = self._read_prompt_rows(meta)
         prompts = rows.pop("prompts")
+        self._wake_rollout()
         generations = self.rollout.generate(prompts, sampling, rollout_cfg.response_length)
+        self._sleep_rollout()  # scoring and training need no engine memory
         step = int(meta.extra_info.get("global_steps", 0))
         uids = [tag.get("uid", key) for key, tag in zip(meta.keys, meta.tags)]
         scoring_start = time.perf_counter()
@@ -429,6 +458,7 @@ class ActorRolloutRefWorker(Worker):
         """Send the actor's weights through the checkpoint engine; load them here when colocated."""
         handle = self.sync.send_weights(self.actor.named_full_parameters(), version)
         if self.rollout is not None:
+            self._wake_rollout()
             self.rollout.load_weights(self.sync.receive_weights(handle, version))
             self.rollout.weight_version = version
         return {"update_weights/bytes": float(self.sync.bytes_sent)}

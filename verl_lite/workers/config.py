@@ -203,7 +203,8 @@ class RolloutConfig:
     log_prob_micro_batch_size_per_gpu: int = 64
     # vLLM tensor-parallel size of one rollout engine; only 1 today (one engine per colocated worker).
     tensor_model_parallel_size: int = 1
-    # Registered checkpoint-sync backend carrying actor weights to this rollout ("naive", "ray", "nccl").
+    # Registered checkpoint-sync backend carrying actor weights to this rollout; the trainer drives "naive"
+    # (colocated); "ray" and "nccl" serve a standalone rollout placement no trainer flow builds yet.
     checkpoint_engine: str = "naive"
     # Bucket size for weight sync, in MB.
     update_weights_bucket_megabytes: int = 512
@@ -211,7 +212,8 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.5
     max_model_len: int | None = None
     enforce_eager: bool = True
-    # vLLM: release memory while training when colocated with the actor.
+    # Sleep the rollout from generation until the next weight sync when colocated with the actor (vLLM on
+    # CUDA only; backends whose supports_sleep is False skip it with a one-line notice).
     free_cache_engine: bool = True
     # Sampling for validation (greedy, n = 1 by default).
     val_kwargs: SamplingConfig = field(

@@ -1,29 +1,12 @@
-"""Rows for supervised training: read parquet/jsonl files and hold out a seeded validation split."""
+"""Rows for supervised training: hold out a seeded validation split and draw mini-batches."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 Row = dict[str, Any]
-
-
-def read_rows(files: str | list[str]) -> list[Row]:
-    """All rows of one or more parquet / jsonl files, in file order."""
-    rows: list[Row] = []
-    for path in files if isinstance(files, list) else [files]:
-        ext = os.path.splitext(path)[1]
-        if ext == ".parquet":
-            frame = pd.read_parquet(path)
-        elif ext in (".jsonl", ".json"):
-            frame = pd.read_json(path, lines=ext == ".jsonl")
-        else:
-            raise ValueError(f"data file {path!r}: expected a .parquet, .jsonl or .json file.")
-        rows.extend(frame.to_dict("records"))
-    return rows
 
 
 def split_rows(rows: list[Row], val_ratio: float, seed: int) -> tuple[list[Row], list[Row]]:

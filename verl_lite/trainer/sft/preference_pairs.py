@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from verl_lite.trainer.sft.data import Row, read_rows
+from verl_lite.data.files import read_rows
+from verl_lite.trainer.sft.data import Row
 
 
 def make_wrong_answer(solution: str, rng: np.random.Generator) -> str:

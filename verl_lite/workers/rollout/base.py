@@ -72,11 +72,22 @@ class RolloutBackend(ABC):
             return int(is_eos.nonzero()[0, 0]) + 1, "stop"
         return min(int(tokens.numel()), max_tokens), "length"
 
+    @property
+    def supports_sleep(self) -> bool:
+        """Whether :meth:`sleep` releases memory here (the worker calls it only then)."""
+        return False
+
     def sleep(self) -> None:
-        """Release generation memory while training runs in the same process (no-op by default)."""
+        """Release generation memory while training runs in the same process (only if ``supports_sleep``).
+
+        The served weights must survive (they may move off the device): the worker calls :meth:`wake_up`
+        before the next weight sync or generation, whichever comes first.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot sleep (supports_sleep is False).")
 
     def wake_up(self) -> None:
-        """Undo :meth:`sleep` before the next generation (no-op by default)."""
+        """Re-acquire what :meth:`sleep` released, before the weight sync and the next generation."""
+        raise NotImplementedError(f"{type(self).__name__} cannot sleep (supports_sleep is False).")
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Full-sequence logits of the served model, for checks that weights arrived (optional)."""

@@ -13,7 +13,11 @@ from verl_lite.workers.sequences import log_probs_of
 
 @register_rollout("hf")
 class HFRollout(RolloutBackend):
-    """A full (unsharded) copy of the policy in this process, generating with ``model.generate``."""
+    """A full (unsharded) copy of the policy in this process, generating with ``model.generate``.
+
+    It does not sleep (``supports_sleep`` is False): its KV cache lives only inside each ``generate``
+    call, and the weights stay so that the in-place sync can copy into them.
+    """
 
     def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
         from transformers import AutoModelForCausalLM

