@@ -27,6 +27,7 @@ def test_ppo_with_gae_and_a_critic_two_steps(tmp_path):
         "trainer.total_training_steps=2",
         "algorithm.adv_estimator=gae",
         "algorithm.lam=0.95",
+        "critic.critic.optim.warmup_steps=1",
         "trainer.experiment_name=ppo",
     )
     last = history[-1]

@@ -47,6 +47,8 @@ def test_grpo_adds_reward_model_scores_to_the_rule_scores(rm_dir, tmp_path):
             "reward.reward_model.enable=true",
             "reward.reward_model.combine=add",
             f"reward.reward_model.model.path={rm_dir}",
+            "reward.reward_model.micro_batch_size_per_gpu=3",
+            "reward.reward_model.model.trust_remote_code=true",
         ],
     )
     history = main_ppo.run(main_ppo.load_config(cfg))
