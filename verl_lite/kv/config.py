@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Environment variable naming the store that get_kv_client() finds by default: an entry point sets it
+# in its Ray job's runtime env, so every process of the job reaches the store it configured.
+NAME_PREFIX_ENV = "VERL_LITE_KV_NAME_PREFIX"
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,11 @@ class KVStoreConfig:
         if unknown:
             raise ValueError(f"kv config has unknown key(s) {unknown}; known keys: {sorted(known)}.")
         return cls(**values)
+
+    @staticmethod
+    def job_name_prefix() -> str:
+        """The ``name_prefix`` of this Ray job's store: ``$VERL_LITE_KV_NAME_PREFIX``, else the default."""
+        return os.environ.get(NAME_PREFIX_ENV) or KVStoreConfig.name_prefix
 
     def unit_name(self, index: int) -> str:
         """Ray actor name of storage unit ``index``."""

@@ -61,13 +61,14 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
     return client
 
 
-def get_kv_client(name: str | None = None, *, name_prefix: str = KVStoreConfig.name_prefix) -> KVClient:
+def get_kv_client(name: str | None = None, *, name_prefix: str | None = None) -> KVClient:
     """A client of the running store, from any process of the same Ray job.
 
     Args:
         name: the client's name in the store's byte accounting (default ``{hostname}:{pid}``).
-        name_prefix: the store's ``kv.name_prefix``.
+        name_prefix: the store's ``kv.name_prefix`` (default: the job's, see ``KVStoreConfig.job_name_prefix``).
     """
+    name_prefix = name_prefix or KVStoreConfig.job_name_prefix()
     unit0 = _find_unit(name_prefix, 0)
     if unit0 is None:
         raise KVStoreClosedError(
@@ -85,8 +86,9 @@ def get_kv_client(name: str | None = None, *, name_prefix: str = KVStoreConfig.n
     return client
 
 
-def shutdown_kv_store(name_prefix: str = KVStoreConfig.name_prefix) -> None:
+def shutdown_kv_store(name_prefix: str | None = None) -> None:
     """Kill the store's units (freeing everything they hold); a no-op when none is running."""
+    name_prefix = name_prefix or KVStoreConfig.job_name_prefix()
     unit0 = _find_unit(name_prefix, 0)
     if unit0 is None:
         return

@@ -136,4 +136,4 @@ class TaskRunner:
             if manager is not None:
                 manager.release()
             if kv_started:
-                shutdown_kv_store()
+                shutdown_kv_store(config.kv.name_prefix)

@@ -306,19 +306,21 @@ class ActorRolloutRefWorker(Worker):
         prompts = rows.pop("prompts")
         self._wake_rollout()
         generations = self.rollout.generate(prompts, sampling, rollout_cfg.response_length)
+        greedy = None
+        if greedy_baseline and not validate:
+            greedy = self.rollout.generate(prompts, GREEDY_SAMPLING, rollout_cfg.response_length)
         self._sleep_rollout()  # scoring and training need no engine memory
         step = int(meta.extra_info.get("global_steps", 0))
         uids = [tag.get("uid", key) for key, tag in zip(meta.keys, meta.tags)]
         scoring_start = time.perf_counter()
         results = self._score_generations(generations, prompts, rows)
-        scoring_s = time.perf_counter() - scoring_start
         keys, tags = [], []
         group_failed: dict[str, str] = {}
         baselines = None
-        if greedy_baseline and not validate:
-            baselines, errors, greedy_scoring_s = self._greedy_baselines(prompts, rows)
-            scoring_s += greedy_scoring_s
+        if greedy is not None:
+            baselines, errors = self._greedy_baselines(greedy, prompts, rows)
             group_failed.update({uids[i]: error for i, error in errors.items()})
+        scoring_s = time.perf_counter() - scoring_start
         for gen, result in zip(generations, results):
             uid = uids[gen.prompt_index]
             keys.append(trajectory_key(uid, gen.sample_index, 0))
@@ -387,17 +389,14 @@ class ActorRolloutRefWorker(Worker):
             rows[name] = td.get(name).tolist()
         return rows
 
-    def _greedy_baselines(self, prompts, rows: dict[str, list]) -> tuple[list[float], dict[int, str], float]:
-        """Score of one greedy response per prompt (ReMax's baseline) from the same reward manager.
+    def _greedy_baselines(self, greedy, prompts, rows: dict[str, list]) -> tuple[list[float], dict[int, str]]:
+        """Scores of the greedy responses, one per prompt (ReMax's baseline), from the same reward manager.
 
         Returns:
-            ``(scores, errors, scoring_s)``: one score per prompt, ``{prompt_index: error}`` for the
-            prompts whose greedy response could not be scored, and the seconds spent scoring.
+            ``(scores, errors)``: one score per prompt, and ``{prompt_index: error}`` for the prompts
+            whose greedy response could not be scored.
         """
-        greedy = self.rollout.generate(prompts, GREEDY_SAMPLING, self.config.rollout.response_length)
-        start = time.perf_counter()
         results = self._score_generations(greedy, prompts, rows)
-        scoring_s = time.perf_counter() - start
         if results and results[0] is None:
             raise ValueError(
                 "a greedy reward baseline needs the rollout's reward manager and the prompts' data_source; "
@@ -408,7 +407,7 @@ class ActorRolloutRefWorker(Worker):
             scores[gen.prompt_index] = result["score"]
             if result.get("error"):
                 errors[gen.prompt_index] = f"greedy baseline: {result['error']}"
-        return scores, errors, scoring_s
+        return scores, errors
 
     def _score_generations(self, generations, prompts, rows: dict[str, list]) -> list[dict | None]:
         """Reward-manager results per generation: score, acc and error (None without a manager)."""
