@@ -99,25 +99,29 @@ class HoldRecorder:
     """Stands in for a unit's ``hold`` (a real actor): records which tokens were handed over."""
 
     def __init__(self):
-        self.tokens = []
+        self.calls = []
 
     def hold(self, items: list) -> None:
-        self.tokens.extend(token for token, _ in items)
+        self.calls.append([token for token, _ in items])
 
     def held(self) -> list:
-        return self.tokens
+        """The tokens of each hand-over call, one list per call."""
+        return self.calls
 
 
 def test_hand_overs_go_out_in_one_batch_per_unit_and_skip_objects_already_dropped(ray_local):
     recorder = HoldRecorder.remote()
-    handover = _Handover(interval_s=0.05)
+    # The batch leaves interval_s after the first send. The sends and drops below take microseconds;
+    # the interval is far longer than a loaded machine pauses a thread, so nothing splits the batch.
+    interval_s = 0.5
+    handover = _Handover(interval_s=interval_s)
     refs = {token: ray.put(token) for token in (b"kept-1", b"dropped", b"kept-2")}
     for token, ref in refs.items():
         handover.send(recorder, ("store", 0), token, ref)
     handover.dropped(("store", 0), [b"dropped"])  # reported by the unit before the batch left
     handover.dropped(("store", 1), [b"kept-2"])  # another unit's drop does not count here
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 10 + interval_s
     while not ray.get(recorder.held.remote()) and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(0.1)  # a second batch would have left by now
-    assert ray.get(recorder.held.remote()) == [b"kept-1", b"kept-2"]
+    time.sleep(2 * interval_s)  # a second batch would have left by now
+    assert ray.get(recorder.held.remote()) == [[b"kept-1", b"kept-2"]]

@@ -77,3 +77,25 @@ class InspectableActor(ActorRolloutRefWorker):
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return get_optimizer_state_dict(self.actor.model, self.actor.optimizer, options=options)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def keep_gradients(self) -> None:
+        """From now on, each optimizer step first saves the full accumulated gradients (before clipping)."""
+        from torch.distributed.tensor import DTensor
+
+        step = self.actor.optimizer_step
+
+        def saving_step():
+            # full_tensor() is a collective: every rank gathers, each keeps the same full copy.
+            self._saved_gradients = {
+                name: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).detach().clone().cpu()
+                for name, p in self.actor.model.named_parameters()
+            }
+            return step()
+
+        self.actor.optimizer_step = saving_step
+
+    @register(dispatch_mode=Dispatch.RANK_ZERO)
+    def saved_gradients(self) -> dict:
+        """The gradients ``keep_gradients`` saved at the last optimizer step."""
+        return self._saved_gradients
