@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from verl_lite.algorithms import agg_loss, register_adv_est, register_policy_loss
+from verl_lite.algorithms import EstimatorNeeds, agg_loss, register_adv_est, register_policy_loss
 
 
 @register_policy_loss("tanh_clipped")
@@ -31,7 +31,8 @@ def compute_policy_loss_tanh_clipped(
     return loss, metrics
 
 
-@register_adv_est("group_median")
+# groups=True: it compares the samples of one prompt, so validation asks for rollout.n >= 2.
+@register_adv_est("group_median", needs=EstimatorNeeds(groups=True))
 def compute_group_median_advantage(
     token_level_rewards, response_mask, index, values=None, gamma=1.0, lam=1.0, config=None, **kwargs
 ):

@@ -102,10 +102,15 @@ def test_remax_discounts_the_sample_reward_but_not_the_baseline():
     torch.testing.assert_close(returns, torch.tensor([[0.25, 0.5, 1.0]]))
 
 
-def test_only_remax_declares_a_greedy_baseline():
-    assert get_adv_estimator_needs("remax") == EstimatorNeeds(greedy_baseline=True)
-    for name in ("gae", "grpo", "rloo", "reinforce_plus_plus"):
-        assert not get_adv_estimator_needs(name).greedy_baseline
+def test_each_builtin_estimator_declares_what_the_step_must_produce_for_it():
+    group = EstimatorNeeds(groups=True)
+    expected = {
+        "gae": EstimatorNeeds(values=True),
+        "remax": EstimatorNeeds(greedy_baseline=True),
+        "reinforce_plus_plus": EstimatorNeeds(),
+        **dict.fromkeys(("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg"), group),
+    }
+    assert {name: get_adv_estimator_needs(name) for name in expected} == expected
 
 
 def test_a_registered_estimator_carries_its_needs():

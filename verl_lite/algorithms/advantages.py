@@ -69,6 +69,10 @@ ESTIMATOR_NEEDS_ATTR = "adv_estimator_needs"
 class EstimatorNeeds:
     """Inputs an estimator needs that the step must produce for it, besides rewards and the mask."""
 
+    # values=(batch, response_len) from a critic: the trainer runs the critic role for the estimator.
+    values: bool = False
+    # Compares the samples of one prompt (its group, by ``index``): needs rollout.n >= 2.
+    groups: bool = False
     # reward_baselines=(batch,): the reward-manager score of one greedy (temperature 0) response to
     # each row's prompt; the rollout then decodes and scores that response too (ReMax).
     greedy_baseline: bool = False
@@ -165,7 +169,7 @@ def compute_discounted_returns(
     return returns
 
 
-@register_adv_est("gae")
+@register_adv_est("gae", needs=EstimatorNeeds(values=True))
 def compute_gae_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
 ) -> tuple[torch.Tensor, torch.Tensor]:

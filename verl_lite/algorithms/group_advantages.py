@@ -23,9 +23,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from .advantages import register_adv_est
+from .advantages import EstimatorNeeds, register_adv_est
 from .config import config_get
 from .token_stats import masked_whiten
+
+# Every estimator here compares the samples of one prompt.
+GROUP = EstimatorNeeds(groups=True)
 
 __all__ = ["compute_grpo_outcome_advantage", "group_ids", "sequence_scores"]
 
@@ -136,7 +139,7 @@ def compute_grpo_outcome_advantage(
     return advantages, advantages
 
 
-@register_adv_est("grpo")
+@register_adv_est("grpo", needs=GROUP)
 def compute_grpo_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,7 +153,7 @@ def compute_grpo_advantages(
     )
 
 
-@register_adv_est("rloo")
+@register_adv_est("rloo", needs=GROUP)
 @torch.no_grad()
 def compute_rloo_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
@@ -167,7 +170,7 @@ def compute_rloo_advantages(
     return advantages, advantages
 
 
-@register_adv_est("reinforce_plus_plus_baseline")
+@register_adv_est("reinforce_plus_plus_baseline", needs=GROUP)
 @torch.no_grad()
 def compute_reinforce_plus_plus_baseline_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
@@ -184,7 +187,7 @@ def compute_reinforce_plus_plus_baseline_advantages(
     return advantages, advantages
 
 
-@register_adv_est("opo")
+@register_adv_est("opo", needs=GROUP)
 @torch.no_grad()
 def compute_opo_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
@@ -208,7 +211,7 @@ def compute_opo_advantages(
     return advantages, advantages
 
 
-@register_adv_est("grpo_passk")
+@register_adv_est("grpo_passk", needs=GROUP)
 @torch.no_grad()
 def compute_grpo_passk_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
@@ -243,7 +246,7 @@ def compute_grpo_passk_advantages(
     return advantages, advantages
 
 
-@register_adv_est("gpg")
+@register_adv_est("gpg", needs=GROUP)
 @torch.no_grad()
 def compute_gpg_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras

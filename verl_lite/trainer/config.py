@@ -198,7 +198,11 @@ class PPOConfig:
     def use_critic(self) -> bool:
         if self.critic.enable is not None:
             return self.critic.enable
-        return self.algorithm.adv_estimator == "gae"
+        from verl_lite.algorithms import ADV_ESTIMATORS, get_adv_estimator_needs
+
+        # An unknown estimator has no critic here; validation reports the name itself.
+        estimator = self.algorithm.adv_estimator
+        return estimator in ADV_ESTIMATORS and get_adv_estimator_needs(estimator).values
 
     @property
     def use_reference(self) -> bool:

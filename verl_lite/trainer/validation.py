@@ -10,8 +10,6 @@ from verl_lite.trainer.config import PPOConfig
 
 # actor_rollout_ref.actor.old_log_prob values.
 OLD_LOG_PROB_MODES = ("auto", "recompute")
-# Estimators that compare samples of one prompt and so need rollout.n > 1.
-GROUP_ESTIMATORS = ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg")
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMBEDDED_MODEL = os.path.join(PACKAGE_DIR, "assets", "tiny_model")
 EMBEDDED_DATA = os.path.join(PACKAGE_DIR, "assets", "synthetic")
@@ -234,17 +232,18 @@ def _checkpoint_problems(config: PPOConfig) -> list[str]:
 def _algorithm_problems(config: PPOConfig) -> list[str]:
     out = []
     estimator, n = config.algorithm.adv_estimator, config.actor_rollout_ref.rollout.n
-    if estimator == "gae" and config.critic.enable is False:
+    needs = _estimator_needs(estimator)
+    if needs.values and config.critic.enable is False:
         out.append(
-            "algorithm.adv_estimator='gae' needs a critic, but critic.enable=false; enable the critic "
-            "or choose a critic-free estimator such as grpo."
+            f"algorithm.adv_estimator={estimator!r} needs a critic, but critic.enable=false; enable the "
+            "critic or choose a critic-free estimator such as grpo."
         )
-    if estimator in GROUP_ESTIMATORS and n < 2:
+    if needs.groups and n < 2:
         out.append(
             f"algorithm.adv_estimator={estimator!r} compares samples of one prompt and needs "
             f"actor_rollout_ref.rollout.n >= 2, got {n}."
         )
-    if config.reward.reward_model.enable and _needs_greedy_baseline(estimator):
+    if config.reward.reward_model.enable and needs.greedy_baseline:
         out.append(
             f"algorithm.adv_estimator={estimator!r} scores a greedy baseline with the rule-based reward "
             "manager only, which would not match reward.reward_model.enable=true scores; disable the "
@@ -261,10 +260,11 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
     return out
 
 
-def _needs_greedy_baseline(estimator: str) -> bool:
-    from verl_lite.algorithms import ADV_ESTIMATORS, get_adv_estimator_needs
+def _estimator_needs(estimator: str):
+    """What the registered estimator declares it needs (nothing for an unknown name, reported elsewhere)."""
+    from verl_lite.algorithms import ADV_ESTIMATORS, EstimatorNeeds, get_adv_estimator_needs
 
-    return estimator in ADV_ESTIMATORS and get_adv_estimator_needs(estimator).greedy_baseline
+    return get_adv_estimator_needs(estimator) if estimator in ADV_ESTIMATORS else EstimatorNeeds()
 
 
 def _policy_loss_problems(config: PPOConfig) -> list[str]:
