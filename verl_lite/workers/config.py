@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verl_lite.algorithms.config import PolicyLossConfig
+
 
 @dataclass
 class ModelConfig:
@@ -112,29 +114,21 @@ class ActorConfig(UpdateBatchingConfig):
     policy_loss: str = "vanilla"
     # Loss aggregation mode (see docs/algorithms.md).
     loss_agg_mode: str = "token-mean"
-    # PPO clip range below 1 (ratio >= 1 - clip_ratio_low).
-    clip_ratio_low: float = 0.2
-    # PPO clip range above 1 (ratio <= 1 + clip_ratio_high); DAPO's clip-higher raises it.
-    clip_ratio_high: float = 0.2
-    # Dual-clip bound for negative advantages.
-    clip_ratio_c: float = 3.0
-    # The parameters of the other losses (verl_lite.algorithms.PolicyLossConfig reads them by these names;
-    # each is used only by the loss its prefix names, and validated in trainer/validation.py).
-    # |log pi - log pi_old| is clamped to this before exp() in every loss, so ratios stay finite.
-    log_ratio_clamp: float = 20.0
-    # sapo: gate temperature for tokens with positive / negative advantage (> 0).
-    sapo_tau_pos: float = 1.0
-    sapo_tau_neg: float = 1.05
-    # cispo: the stop-gradient ratio is truncated to [1 - cispo_clip_ratio_low, 1 + cispo_clip_ratio_high].
-    cispo_clip_ratio_low: float = 1.0
-    cispo_clip_ratio_high: float = 0.28
-    # clip_cov: fraction of valid tokens whose gradient is removed, among those with covariance in (lb, ub).
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    # kl_cov: fraction of valid tokens (highest covariance first) that get kl_cov_coef * |log ratio| added.
-    kl_cov_ratio: float = 2e-3
-    kl_cov_coef: float = 1.0
+    # Policy-loss parameters, by PolicyLossConfig's field names (it holds their defaults and meaning;
+    # each loss reads the ones its name prefixes; validated in trainer/validation.py).
+    clip_ratio_low: float = PolicyLossConfig.clip_ratio_low
+    clip_ratio_high: float = PolicyLossConfig.clip_ratio_high
+    clip_ratio_c: float = PolicyLossConfig.clip_ratio_c
+    log_ratio_clamp: float = PolicyLossConfig.log_ratio_clamp
+    sapo_tau_pos: float = PolicyLossConfig.sapo_tau_pos
+    sapo_tau_neg: float = PolicyLossConfig.sapo_tau_neg
+    cispo_clip_ratio_low: float = PolicyLossConfig.cispo_clip_ratio_low
+    cispo_clip_ratio_high: float = PolicyLossConfig.cispo_clip_ratio_high
+    clip_cov_ratio: float = PolicyLossConfig.clip_cov_ratio
+    clip_cov_lb: float = PolicyLossConfig.clip_cov_lb
+    clip_cov_ub: float = PolicyLossConfig.clip_cov_ub
+    kl_cov_ratio: float = PolicyLossConfig.kl_cov_ratio
+    kl_cov_coef: float = PolicyLossConfig.kl_cov_coef
     # Entropy bonus coefficient (0 disables it).
     entropy_coeff: float = 0.0
     # Add a KL(actor || ref) loss term (GRPO style) instead of a reward penalty.
