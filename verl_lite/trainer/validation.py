@@ -214,18 +214,29 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
 
 
 def _checkpoint_problems(config: PPOConfig) -> list[str]:
-    from verl_lite.trainer.checkpoint import RESUME_MODES, resolve_resume_path
+    """The checkpoint ``trainer.resume_mode`` picks must be complete and readable.
+
+    With ``auto`` a damaged newest checkpoint is passed over for the next older readable one, which
+    is said in one line on stderr (the controller makes the same choice).
+    """
+    import sys
+
+    from verl_lite.trainer.checkpoint import RESUME_MODES, choose_resume_checkpoint
 
     trainer = config.trainer
     if trainer.resume_mode not in RESUME_MODES:
         return [
             f"trainer.resume_mode={trainer.resume_mode!r} is not valid; use one of {', '.join(RESUME_MODES)}."
         ]
-    if trainer.resume_mode == "resume_path":
-        try:
-            resolve_resume_path(trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path)
-        except ValueError as err:
-            return [str(err)]
+    try:
+        path, skipped = choose_resume_checkpoint(
+            trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path
+        )
+    except ValueError as err:
+        return [str(err)]
+    if skipped:
+        more = f" (and {len(skipped) - 1} older damaged one(s))" if len(skipped) > 1 else ""
+        print(f"verl_lite: {skipped[0]}{more}; resuming from the older {path!r} instead.", file=sys.stderr)
     return []
 
 
