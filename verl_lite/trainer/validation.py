@@ -326,6 +326,12 @@ def _replay_buffer_problems(config: PPOConfig) -> list[str]:
             f"trainer.replay_buffer.max_off_policy_threshold={threshold!r} is invalid; use an integer >= 0 "
             "(steps) or null to disable staleness control."
         )
+    refill = staleness.max_refill_batches
+    if isinstance(refill, bool) or not isinstance(refill, int):
+        out.append(
+            f"trainer.replay_buffer.max_refill_batches={refill!r} is invalid; use an integer (replacement "
+            "groups per step, in units of data.train_batch_size; <= 0 for no limit)."
+        )
     if staleness.off_policy_strategy not in OFF_POLICY_STRATEGIES:
         out.append(
             f"trainer.replay_buffer.off_policy_strategy={staleness.off_policy_strategy!r} is invalid; "
