@@ -153,8 +153,9 @@ def test_refills_stop_after_max_refill_batches_naming_the_evictions(client, part
     def refill(k):  # every replacement fails to score too
         for _ in range(k):
             refills.append(f"new{len(refills)}")
-            buffer.add_groups([refills[-1]], 0, part)
+            buffer.add_groups([refills[-1]], 0, part, tags=[{"data_source": "math"}])
             roll_out(client, part, refills[-1], [0, 1], status="failure")
+            client.kv_update_tags([refills[-1]], part, [{"error": "KeyError: 'answer'"}])
 
     buffer.refill_fn = refill
     buffer.add_groups(["a", "b"], global_steps=0, partition_id=part)
@@ -167,7 +168,8 @@ def test_refills_stop_after_max_refill_batches_naming_the_evictions(client, part
     assert len(refills) == 4 and time.monotonic() - start < FAST["timeout_s"]
     assert (
         "only 0 of the 2 groups needed at global step 0 are ready after 4 replacement groups, the limit "
-        "trainer.replay_buffer.max_refill_batches=2 x 2; evicted: 6 rollout_failure."
+        "trainer.replay_buffer.max_refill_batches=2 x 2; evicted: 6 rollout_failure; the reward function "
+        "last raised, for data_source='math': KeyError: 'answer'."
     ) in str(err.value)
 
 
@@ -210,8 +212,8 @@ def test_a_long_wait_prints_what_it_waits_for(client, part, capsys):
     with pytest.raises(TimeoutError):
         buffer.sample(global_step=2, partition_id=part, batch_size=3)
     lines = capsys.readouterr().out.splitlines()
-    # reports after 0.1, 0.2 and 0.4 s: one line each, the wait doubling in between
-    assert len(lines) == 3 and all(
+    # reports after about 0.1, 0.2 and 0.4 s (fewer if a slow poll skips one), never one per poll
+    assert 1 <= len(lines) <= 3 and all(
         line.startswith("ReplayBuffer: waiting ") and "at global step 2 for 2 of 3 groups (pending: 1, "
         "running: 1, finished: 1; gives up after trainer.sample_timeout_s=0.5)" in line
         for line in lines

@@ -233,7 +233,9 @@ class ReplayBuffer:
                     )
                 if budget_spent:
                     raise RuntimeError(
-                        self._refill_message(global_step, batch_size, len(ready), refilled_groups, evicted)
+                        self._refill_message(
+                            partition_id, global_step, batch_size, len(ready), refilled_groups, evicted
+                        )
                     )
             waited = time.monotonic() - start
             if waited > cfg.timeout_s:
@@ -357,15 +359,26 @@ class ReplayBuffer:
         )
 
     def _refill_message(
-        self, global_step: int, batch_size: int, kept: int, refilled_groups: int, evicted: dict[str, int]
+        self,
+        partition_id: str,
+        global_step: int,
+        batch_size: int,
+        kept: int,
+        refilled_groups: int,
+        evicted: dict[str, int],
     ) -> str:
         reasons = ", ".join(f"{n} {k.split('/')[0]}" for k, n in evicted.items() if n) or "none"
-        return (
+        message = (
             f"ReplayBuffer.sample: only {kept} of the {batch_size} groups needed at global step {global_step} "
             f"are ready after {refilled_groups} replacement groups, the limit "
             f"trainer.replay_buffer.max_refill_batches={self.config.max_refill_batches} x {batch_size}; "
-            f"evicted: {reasons}."
+            f"evicted: {reasons}"
         )
+        failures = [(e, s) for _, e, s in self._outcomes.get(partition_id, ()) if e is not None]
+        if evicted["rollout_failure/evicted"] and failures:
+            error, source = failures[-1]
+            message += f"; the reward function last raised, for data_source={source!r}: {error}"
+        return message + "."
 
     def _wait_line(
         self, waited: float, global_step: int, batch_size: int, live: dict[str, _Group], held: list[str]
