@@ -67,11 +67,14 @@ def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tm
             "trainer.total_training_steps=3",
             f"reward.custom_reward_function.path={reward}",
             "trainer.sample_timeout_s=600",
+            "reward.max_failure_fraction=1.0",
+            "reward.failure_window=16",  # 4 prompts a round: the initial batch and 3 refills
+            "trainer.replay_buffer.max_refill_batches=8",  # 32 replacements: the window fills first
         )
     elapsed = time.monotonic() - start
     print(f"the always-raising scorer ended the run after {elapsed:.1f} s")
     message = str(info.value)
-    assert "scoring failed for 32 of the last 32 prompt groups at global step 1" in message, message
+    assert "scoring failed for 16 of the last 16 prompt groups at global step 1" in message, message
     assert (
         "for data_source='synthetic_arith': ConnectionError: judge at http://judge:8000 refused the connection"
     ) in message
