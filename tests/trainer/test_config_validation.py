@@ -220,7 +220,10 @@ def test_model_folder_whose_config_or_tokenizer_cannot_load_is_rejected_naming_i
     ) in str(info.value)
     (model / "config.json").write_text(open(os.path.join(EMBEDDED_MODEL, "config.json")).read())
     with pytest.raises(ValueError) as info:
-        load(f"actor_rollout_ref.model.path={model}", f"actor_rollout_ref.model.tokenizer_path={tmp_path / 'tok'}")
+        load(
+            f"actor_rollout_ref.model.path={model}",
+            f"actor_rollout_ref.model.tokenizer_path={tmp_path / 'tok'}",
+        )
     assert (
         f"- actor_rollout_ref.model.tokenizer_path={str(tmp_path / 'tok')!r}: cannot load the tokenizer ("
     ) in str(info.value)

@@ -214,8 +214,10 @@ def test_a_long_wait_prints_what_it_waits_for(client, part, capsys):
     lines = capsys.readouterr().out.splitlines()
     # reports after about 0.1, 0.2 and 0.4 s (fewer if a slow poll skips one), never one per poll
     assert 1 <= len(lines) <= 3 and all(
-        line.startswith("ReplayBuffer: waiting ") and "at global step 2 for 2 of 3 groups (pending: 1, "
-        "running: 1, finished: 1; gives up after trainer.sample_timeout_s=0.5)" in line
+        line.startswith("ReplayBuffer: waiting ")
+        and "at global step 2 for 2 of 3 groups (pending: 1, "
+        "running: 1, finished: 1; gives up after trainer.sample_timeout_s=0.5)"
+        in line
         for line in lines
     ), lines
 

@@ -117,7 +117,12 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
     step1, step2 = ckpts / "global_step_1", ckpts / "global_step_2"
     shard = step2 / "actor" / "__0_0.distcp"
     os.truncate(shard, shard.stat().st_size // 2)  # a copy cut short
-    overrides = [*FAST, f"trainer.run_dir={tmp_path}", "trainer.total_training_steps=2", "trainer.save_freq=1"]
+    overrides = [
+        *FAST,
+        f"trainer.run_dir={tmp_path}",
+        "trainer.total_training_steps=2",
+        "trainer.save_freq=1",
+    ]
 
     capsys.readouterr()
     load_config(compose_config("ppo_trainer", overrides))
@@ -141,7 +146,9 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
         f"trainer.resume_mode=auto found no readable checkpoint under {str(ckpts)!r}: checkpoint "
         f"{str(step2)!r} is damaged: {str(shard)!r} is truncated (0 bytes, its .metadata records "
     ) in str(info.value)
-    assert f"checkpoint {str(step1)!r} is damaged: {str(extra)!r} is unreadable (BadZipFile: " in str(info.value)
+    assert f"checkpoint {str(step1)!r} is damaged: {str(extra)!r} is unreadable (BadZipFile: " in str(
+        info.value
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "verl_lite.main_ppo", *overrides, f"hydra.run.dir={tmp_path}"],
         capture_output=True,
@@ -152,9 +159,12 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
     assert "trainer.resume_mode=auto found no readable checkpoint" in proc.stderr
     assert "Traceback" not in proc.stderr and "PytorchStreamReader" not in proc.stderr
 
-    with pytest.raises(ValueError, match=r"trainer.resume_from_path=.*global_step_2' is damaged: .* truncated"):
+    with pytest.raises(
+        ValueError, match=r"trainer.resume_from_path=.*global_step_2' is damaged: .* truncated"
+    ):
         load_config(
             compose_config(
-                "ppo_trainer", [*overrides, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step2}"]
+                "ppo_trainer",
+                [*overrides, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step2}"],
             )
         )

@@ -426,13 +426,18 @@ def _model_folder_problems(config: PPOConfig) -> list[str]:
         try:
             AutoConfig.from_pretrained(path, trust_remote_code=remote)
         except Exception as err:  # OSError, ValueError, json errors: transformers raises many kinds
-            out.append(f"{key}={path!r}: cannot load the model config ({type(err).__name__}: {_first_line(err)}).")
+            out.append(
+                f"{key}={path!r}: cannot load the model config ({type(err).__name__}: {_first_line(err)})."
+            )
     key = "actor_rollout_ref.model.tokenizer_path" if model.tokenizer_path else "actor_rollout_ref.model.path"
     path = model.tokenizer_path or model.path
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model.trust_remote_code)
     except Exception as err:
-        return [*out, f"{key}={path!r}: cannot load the tokenizer ({type(err).__name__}: {_first_line(err)})."]
+        return [
+            *out,
+            f"{key}={path!r}: cannot load the tokenizer ({type(err).__name__}: {_first_line(err)}).",
+        ]
     if not getattr(tokenizer, "chat_template", None):
         out.append(f"{key}={path!r}: the tokenizer has no chat_template; prompts are rendered with it.")
     return out

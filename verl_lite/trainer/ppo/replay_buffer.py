@@ -209,7 +209,9 @@ class ReplayBuffer:
             live = {uid: g for uid, g in groups.items() if uid not in sampled}
             self._judge_scoring(live, groups, partition_id, global_step)
             removed = self._evict(live, global_step, partition_id, evicted)
-            budget_spent = 0 < cfg.max_refill_batches and refilled_groups >= cfg.max_refill_batches * batch_size
+            budget_spent = (
+                0 < cfg.max_refill_batches and refilled_groups >= cfg.max_refill_batches * batch_size
+            )
             refilled = (
                 bool(removed)
                 and self.refill_fn is not None
