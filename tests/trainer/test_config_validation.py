@@ -4,12 +4,14 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import ray
 from hydra import compose, initialize_config_dir
 
 from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_ppo import load_config
+from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 
 
 def load(*overrides):
@@ -184,3 +186,46 @@ def test_main_ppo_exits_2_with_one_line_naming_an_unreadable_val_file(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert f"- data.val_files: cannot read {str(bad)!r}: line 2 is not JSON" in proc.stderr
+
+
+def test_data_file_without_a_usable_row_is_rejected_with_its_skip_counts_before_ray_starts(tmp_path):
+    rows = pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(120)
+    rows["reward_model"] = [{"style": "rule", "ground_truth": None}] * 100 + list(rows["reward_model"][100:])
+    rows.loc[100:, "prompt"] = None  # the last 20 have a ground truth but no prompt
+    bad = tmp_path / "no_answers.parquet"
+    rows.to_parquet(bad)
+    if ray.is_initialized():
+        ray.shutdown()
+    with pytest.raises(ValueError) as info:
+        load(f"data.val_files={bad}")
+    assert (
+        f"- data.val_files: 0 usable rows in {str(bad)!r} (120 skipped: 100 missing_ground_truth, "
+        "20 missing_prompt)."
+    ) in str(info.value)
+    assert "data.train_files" not in str(info.value)  # the embedded train file has usable rows
+    assert not ray.is_initialized()
+
+
+def test_model_folder_whose_config_or_tokenizer_cannot_load_is_rejected_naming_it(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in os.listdir(EMBEDDED_MODEL):
+        if not name.endswith(".safetensors"):  # the weights are never read before Ray starts
+            (model / name).write_bytes(open(os.path.join(EMBEDDED_MODEL, name), "rb").read())
+    (model / "config.json").write_text('{"model_type": "qwen2", "hidden_')  # cut short while copying
+    (tmp_path / "tok").mkdir()  # an empty tokenizer folder
+    with pytest.raises(ValueError) as info:
+        load(f"actor_rollout_ref.model.path={model}")
+    assert (
+        f"- actor_rollout_ref.model.path={str(model)!r}: cannot load the model config (JSONDecodeError: "
+    ) in str(info.value)
+    (model / "config.json").write_text(open(os.path.join(EMBEDDED_MODEL, "config.json")).read())
+    with pytest.raises(ValueError) as info:
+        load(
+            f"actor_rollout_ref.model.path={model}",
+            f"actor_rollout_ref.model.tokenizer_path={tmp_path / 'tok'}",
+        )
+    assert (
+        f"- actor_rollout_ref.model.tokenizer_path={str(tmp_path / 'tok')!r}: cannot load the tokenizer ("
+    ) in str(info.value)
+    assert load(f"actor_rollout_ref.model.path={model}").model.path == str(model)  # repaired: accepted

@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import pytest
 import ray
@@ -51,6 +52,33 @@ def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path):
     )
     assert [h["step"] for h in history] == [1, 2]
     assert sum(h["rollout_failure/evicted"] for h in history) > 0
+
+
+def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tmp_path):
+    reward = tmp_path / "dead_judge.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    raise ConnectionError('judge at http://judge:8000 refused the connection')\n"
+    )
+    start = time.monotonic()
+    with pytest.raises(Exception) as info:
+        train(
+            tmp_path,
+            "trainer.total_training_steps=3",
+            f"reward.custom_reward_function.path={reward}",
+            "trainer.sample_timeout_s=600",
+            "reward.max_failure_fraction=1.0",
+            "reward.failure_window=16",  # 4 prompts a round: the initial batch and 3 refills
+            "trainer.replay_buffer.max_refill_batches=8",  # 32 replacements: the window fills first
+        )
+    elapsed = time.monotonic() - start
+    print(f"the always-raising scorer ended the run after {elapsed:.1f} s")
+    message = str(info.value)
+    assert "scoring failed for 16 of the last 16 prompt groups at global step 1" in message, message
+    assert (
+        "for data_source='synthetic_arith': ConnectionError: judge at http://judge:8000 refused the connection"
+    ) in message
+    assert elapsed < 600 / 4  # stopped by the failure window, not by trainer.sample_timeout_s
 
 
 def test_two_node_cluster_runs_actor_dp2_across_nodes(tmp_path):

@@ -145,6 +145,83 @@ def test_exhausted_refills_still_wait_for_groups_in_flight(client, part):
     assert meta.extra_info["uids"] == ["mixed", "refilled"] and metrics["filter_groups/evicted"] == 1.0
 
 
+def test_refills_stop_after_max_refill_batches_naming_the_evictions(client, part):
+    cfg = ReplayBufferConfig(max_refill_batches=2, failure_window=100, **FAST)
+    buffer = ReplayBuffer(cfg, client=client)
+    refills = []
+
+    def refill(k):  # every replacement fails to score too
+        for _ in range(k):
+            refills.append(f"new{len(refills)}")
+            buffer.add_groups([refills[-1]], 0, part, tags=[{"data_source": "math"}])
+            roll_out(client, part, refills[-1], [0, 1], status="failure")
+            client.kv_update_tags([refills[-1]], part, [{"error": "KeyError: 'answer'"}])
+
+    buffer.refill_fn = refill
+    buffer.add_groups(["a", "b"], global_steps=0, partition_id=part)
+    roll_out(client, part, "a", [0, 1], status="failure")
+    roll_out(client, part, "b", [0, 1], status="failure")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as err:
+        buffer.sample(global_step=0, partition_id=part, batch_size=2)
+    # 2 x batch_size = 4 replacements, all failed: 6 evictions, then no more refills
+    assert len(refills) == 4 and time.monotonic() - start < FAST["timeout_s"]
+    assert (
+        "only 0 of the 2 groups needed at global step 0 are ready after 4 replacement groups, the limit "
+        "trainer.replay_buffer.max_refill_batches=2 x 2; evicted: 6 rollout_failure; the reward function "
+        "last raised, for data_source='math': KeyError: 'answer'."
+    ) in str(err.value)
+
+
+def test_a_window_of_scoring_failures_stops_sample_with_the_scorers_message(client, part):
+    cfg = ReplayBufferConfig(max_failure_fraction=0.75, failure_window=4, **FAST)
+    buffer = ReplayBuffer(cfg, client=client, refill_fn=lambda k: None)
+    uids = ["g0", "g1", "g2", "g3"]
+    buffer.add_groups(uids, 0, part, tags=[{"data_source": "gsm8k"}] * 4)
+    roll_out(client, part, "g0", [0, 1])
+    for uid in uids[1:]:  # 3 of 4 = 0.75 failed: the bound is reached
+        roll_out(client, part, uid, [0, 1], status="failure")
+        client.kv_update_tags([uid], part, [{"error": "RuntimeError: judge offline"}])
+    with pytest.raises(RuntimeError) as err:
+        buffer.sample(global_step=5, partition_id=part, batch_size=4)
+    assert (
+        "scoring failed for 3 of the last 4 prompt groups at global step 5 (reward.max_failure_fraction=0.75 "
+        "of reward.failure_window=4); the reward function raised, for data_source='gsm8k': "
+        "RuntimeError: judge offline"
+    ) == str(err.value)
+
+
+def test_fewer_failures_than_the_fraction_only_evict(client, part):
+    cfg = ReplayBufferConfig(max_failure_fraction=0.75, failure_window=4, **FAST)
+    buffer = ReplayBuffer(cfg, client=client)
+    buffer.add_groups(["g0", "g1", "g2", "g3"], 0, part)
+    roll_out(client, part, "g0", [0, 1])
+    roll_out(client, part, "g1", [1, 0])
+    roll_out(client, part, "g2", [0, 1], status="failure")  # 2 of 4 failed: 0.5 < 0.75
+    roll_out(client, part, "g3", [0, 1], status="failure")
+    meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=2)
+    assert meta.extra_info["uids"] == ["g0", "g1"] and metrics["rollout_failure/evicted"] == 2.0
+
+
+def test_a_long_wait_prints_what_it_waits_for(client, part, capsys):
+    cfg = ReplayBufferConfig(timeout_s=0.5, poll_interval_s=0.02, report_after_s=0.1)
+    buffer = ReplayBuffer(cfg, client=client)
+    buffer.add_groups(["done", "slow", "queued"], 0, part)
+    roll_out(client, part, "done", [0, 1])
+    client.kv_update_tags(["slow"], part, [{"status": "running"}])
+    with pytest.raises(TimeoutError):
+        buffer.sample(global_step=2, partition_id=part, batch_size=3)
+    lines = capsys.readouterr().out.splitlines()
+    # reports after about 0.1, 0.2 and 0.4 s (fewer if a slow poll skips one), never one per poll
+    assert 1 <= len(lines) <= 3 and all(
+        line.startswith("ReplayBuffer: waiting ")
+        and "at global step 2 for 2 of 3 groups (pending: 1, "
+        "running: 1, finished: 1; gives up after trainer.sample_timeout_s=0.5)"
+        in line
+        for line in lines
+    ), lines
+
+
 def test_buffer_settings_come_from_the_ppo_config():
     from tests.trainer.test_config_validation import load
 
@@ -153,6 +230,9 @@ def test_buffer_settings_come_from_the_ppo_config():
         "algorithm.filter_groups.max_num_gen_batches=7",
         "trainer.replay_buffer.max_off_policy_threshold=1",
         "trainer.replay_buffer.off_policy_strategy=wait",
+        "trainer.replay_buffer.max_refill_batches=3",
+        "reward.max_failure_fraction=0.5",
+        "reward.failure_window=64",
         "trainer.sample_timeout_s=30",
     )
     assert ReplayBufferConfig.from_ppo_config(config) == ReplayBufferConfig(
@@ -161,6 +241,9 @@ def test_buffer_settings_come_from_the_ppo_config():
         filter_groups_max_num_gen_batches=7,
         max_off_policy_threshold=1,
         off_policy_strategy="wait",
+        max_refill_batches=3,
+        max_failure_fraction=0.5,
+        failure_window=64,
     )
 
 

@@ -2,12 +2,15 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import train
-from verl_lite.trainer.checkpoint import COMPLETE_MARKER, complete_checkpoints
+from tests.trainer.helpers import FAST, compose_config, train
+from verl_lite.main_ppo import load_config
+from verl_lite.trainer.checkpoint import COMPLETE_MARKER, checkpoint_damage, complete_checkpoints
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
 # 8 prompts, 4 per step: 2 steps per epoch, 3 epochs; checkpoints after steps 2, 4 and 6 (epoch ends).
@@ -104,3 +107,64 @@ def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts):
         f"trainer.resume_from_path={full_ckpts / 'global_step_4'}",
     )
     assert _differences(named, full, {5, 6}) == {}
+
+
+def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_before_ray_starts(
+    tmp_path, capsys
+):
+    first = train(tmp_path, "trainer.total_training_steps=2", "trainer.save_freq=1")
+    ckpts = tmp_path / "grpo_tiny" / "checkpoints"
+    step1, step2 = ckpts / "global_step_1", ckpts / "global_step_2"
+    shard = step2 / "actor" / "__0_0.distcp"
+    os.truncate(shard, shard.stat().st_size // 2)  # a copy cut short
+    overrides = [
+        *FAST,
+        f"trainer.run_dir={tmp_path}",
+        "trainer.total_training_steps=2",
+        "trainer.save_freq=1",
+    ]
+
+    capsys.readouterr()
+    load_config(compose_config("ppo_trainer", overrides))
+    notice = [line for line in capsys.readouterr().err.splitlines() if "damaged" in line]
+    assert len(notice) == 1 and notice[0].startswith(
+        f"verl_lite: checkpoint {str(step2)!r} is damaged: {str(shard)!r} is truncated ("
+    ), notice
+    assert notice[0].endswith(f"; resuming from the older {str(step1)!r} instead.")
+    resumed = train(tmp_path, "trainer.total_training_steps=2", "trainer.save_freq=1")
+    assert [h["step"] for h in resumed] == [1, 2]
+    assert resumed[0] == first[0]  # step 1 (timings too) came from the step-1 checkpoint: not a fresh start
+    assert checkpoint_damage(str(step2)) is None  # step 2 was trained again and saved whole
+
+    # Nothing readable left: one sentence per checkpoint, before Ray starts, and main_ppo exits 2.
+    os.truncate(shard, 0)
+    extra = step1 / "actor" / "extra_rank0.pt"
+    os.truncate(extra, extra.stat().st_size - 100)  # torch's zip archive without its directory
+    with pytest.raises(ValueError) as info:
+        load_config(compose_config("ppo_trainer", overrides))
+    assert (
+        f"trainer.resume_mode=auto found no readable checkpoint under {str(ckpts)!r}: checkpoint "
+        f"{str(step2)!r} is damaged: {str(shard)!r} is truncated (0 bytes, its .metadata records "
+    ) in str(info.value)
+    assert f"checkpoint {str(step1)!r} is damaged: {str(extra)!r} is unreadable (BadZipFile: " in str(
+        info.value
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_lite.main_ppo", *overrides, f"hydra.run.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "trainer.resume_mode=auto found no readable checkpoint" in proc.stderr
+    assert "Traceback" not in proc.stderr and "PytorchStreamReader" not in proc.stderr
+
+    with pytest.raises(
+        ValueError, match=r"trainer.resume_from_path=.*global_step_2' is damaged: .* truncated"
+    ):
+        load_config(
+            compose_config(
+                "ppo_trainer",
+                [*overrides, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step2}"],
+            )
+        )

@@ -28,7 +28,7 @@ from torch.utils.data import Dataset
 
 from verl_lite.data.files import DataFiles, read_rows
 
-__all__ = ["TRUNCATION_MODES", "PromptBatches", "RLHFDataset", "row_uid"]
+__all__ = ["TRUNCATION_MODES", "PromptBatches", "RLHFDataset", "row_skip_reason", "row_uid"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,16 +110,11 @@ class RLHFDataset(Dataset):
 
     def _encode_row(self, index: int, row: dict[str, Any]) -> dict[str, Any] | None:
         """The stored example of ``row``, or None (recorded in ``skipped``) when it cannot be used."""
-        prompt = row.get(self.prompt_key)
-        if prompt is None or (isinstance(prompt, str | list) and not prompt):
-            return self._skip("missing_prompt", index, row)
-        messages = _as_messages(prompt)
-        if messages is None:
-            return self._skip("invalid_prompt", index, row)
-        reward_model = row.get("reward_model")
-        ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
-        if ground_truth is None:
-            return self._skip("missing_ground_truth", index, row)
+        reason = row_skip_reason(row, self.prompt_key)
+        if reason is not None:
+            return self._skip(reason, index, row)
+        messages = _as_messages(row[self.prompt_key])
+        ground_truth = row["reward_model"]["ground_truth"]
         text = self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
         )
@@ -176,6 +171,19 @@ class RLHFDataset(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         example = self.examples[i]
         return {**example, "prompt_ids": torch.tensor(example["prompt_ids"], dtype=torch.long)}
+
+
+def row_skip_reason(row: Mapping[str, Any], prompt_key: str = "prompt") -> str | None:
+    """Why ``row`` cannot be trained on without tokenizing it (``missing_prompt``, ``invalid_prompt``,
+    ``missing_ground_truth``), or None; overlong prompts are only known once tokenized."""
+    prompt = row.get(prompt_key)
+    if prompt is None or (isinstance(prompt, str | list) and not prompt):
+        return "missing_prompt"
+    if _as_messages(prompt) is None:
+        return "invalid_prompt"
+    reward_model = row.get("reward_model")
+    ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
+    return "missing_ground_truth" if ground_truth is None else None
 
 
 def _as_messages(prompt: Any) -> list[dict[str, Any]] | None:

@@ -12,6 +12,8 @@ read-only afterwards. The yaml equivalent of the defaults::
       reward_model: {enable: false, combine: replace, micro_batch_size_per_gpu: 64,
                      model: {path: null, trust_remote_code: false}}
       reward_kwargs: {}
+      max_failure_fraction: 1.0
+      failure_window: 32
 """
 
 from __future__ import annotations
@@ -155,10 +157,26 @@ class RewardConfig:
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     # Extra keyword arguments for the scoring function (e.g. {method: flexible} for GSM8K).
     reward_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Stop the run, with the reward function's own message, once this fraction of the last
+    # failure_window scored prompt groups failed to score (a group fails when any of its samples does).
+    max_failure_fraction: float = 1.0
+    # How many of the most recently scored prompt groups that fraction is computed over.
+    failure_window: int = 32
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward_manager, str) or not self.reward_manager:
             raise ValueError(f"reward.reward_manager={self.reward_manager!r} is invalid; use e.g. 'naive'.")
+        fraction = self.max_failure_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+            raise ValueError(
+                f"reward.max_failure_fraction={fraction!r} is invalid; use a fraction in (0, 1] "
+                "(1: stop only when every group of the window failed to score)."
+            )
+        window = self.failure_window
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(
+                f"reward.failure_window={window!r} is invalid; use a positive number of prompt groups."
+            )
         if not isinstance(self.reward_kwargs, dict):
             raise ValueError(f"reward.reward_kwargs={self.reward_kwargs!r} is invalid; use a mapping.")
 

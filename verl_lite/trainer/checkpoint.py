@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import time
+import zipfile
 from typing import Any
 
 import torch
@@ -63,22 +64,107 @@ def find_latest_checkpoint(root: str) -> str | None:
     return found[-1][1] if found else None
 
 
-def resolve_resume_path(resume_mode: str, root: str, resume_from_path: str | None) -> str | None:
-    """The checkpoint a run starts from: newest complete one (``auto``), none, or the one named."""
+def checkpoint_damage(path: str) -> str | None:
+    """Why the complete checkpoint ``path`` cannot be loaded (a file empty, truncated or unreadable), or None.
+
+    Cheap enough to run before Ray starts: the small trainer state is loaded, the other ``.pt`` files
+    are opened as the zip archives ``torch.save`` writes (a truncated one has lost its directory at
+    the end), every ``.distcp`` shard must be as long as its folder's ``.metadata`` says, and json
+    files must parse. Model shards are not read.
+    """
+    for folder, _, names in os.walk(path):
+        if ".metadata" in names:
+            short = _shard_problem(folder)
+            if short:
+                return short
+        for name in names:
+            file = os.path.join(folder, name)
+            if os.path.getsize(file) == 0:
+                return f"{file!r} is empty"
+            try:
+                if name == TRAINER_STATE:
+                    torch.load(file, map_location="cpu", weights_only=False)
+                elif name.endswith(".pt"):
+                    with zipfile.ZipFile(file):
+                        pass
+                elif name.endswith(".json"):
+                    with open(file) as f:
+                        json.load(f)
+            except Exception as err:  # torch, zipfile and json each raise their own types
+                return f"{file!r} is unreadable ({type(err).__name__}: {err})"
+    return None
+
+
+def _shard_problem(folder: str) -> str | None:
+    """A ``torch.distributed.checkpoint`` shard shorter than its ``.metadata`` records, or None."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    try:
+        storage = FileSystemReader(folder).read_metadata().storage_data
+    except Exception as err:  # a damaged .metadata is a pickle error of some kind
+        return f"{os.path.join(folder, '.metadata')!r} is unreadable ({type(err).__name__}: {err})"
+    needed: dict[str, int] = {}
+    for info in storage.values():
+        needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
+    for name, size in sorted(needed.items()):
+        file = os.path.join(folder, name)
+        actual = os.path.getsize(file) if os.path.isfile(file) else -1
+        if actual < size:
+            have = "missing" if actual < 0 else f"{actual} bytes"
+            return f"{file!r} is truncated ({have}, its .metadata records {size})"
+    return None
+
+
+def choose_resume_checkpoint(
+    resume_mode: str, root: str, resume_from_path: str | None
+) -> tuple[str | None, list[str]]:
+    """The checkpoint a run starts from and, for ``auto``, the newer damaged ones passed over.
+
+    Returns:
+        ``(path, skipped)``: the newest complete, readable checkpoint (``auto``), None (``disable``)
+        or the one named (``resume_path``); ``skipped`` holds one sentence per damaged checkpoint
+        ``auto`` passed over, newest first.
+
+    Raises:
+        ValueError: in one sentence naming the checkpoint, when the one named is incomplete or
+            damaged, or when ``auto`` finds complete checkpoints but none is readable.
+    """
     if resume_mode not in RESUME_MODES:
         raise ValueError(
             f"trainer.resume_mode={resume_mode!r} is not valid; use one of {list(RESUME_MODES)}."
         )
     if resume_mode == "disable":
-        return None
-    if resume_mode == "auto":
-        return find_latest_checkpoint(root)
-    if not resume_from_path or not is_complete(resume_from_path):
+        return None, []
+    if resume_mode == "resume_path":
+        if not resume_from_path or not is_complete(resume_from_path):
+            raise ValueError(
+                f"trainer.resume_from_path={resume_from_path!r} is not a complete checkpoint "
+                f"(a global_step_N folder holding {COMPLETE_MARKER}); pick one under {root!r}."
+            )
+        damage = checkpoint_damage(resume_from_path)
+        if damage:
+            raise ValueError(
+                f"trainer.resume_from_path={resume_from_path!r} is damaged: {damage}; pick another "
+                f"checkpoint under {root!r}."
+            )
+        return resume_from_path, []
+    skipped = []
+    for _, path in reversed(complete_checkpoints(root)):
+        damage = checkpoint_damage(path)
+        if damage is None:
+            return path, skipped
+        skipped.append(f"checkpoint {path!r} is damaged: {damage}")
+    if skipped:
         raise ValueError(
-            f"trainer.resume_from_path={resume_from_path!r} is not a complete checkpoint "
-            f"(a global_step_N folder holding {COMPLETE_MARKER}); pick one under {root!r}."
+            f"trainer.resume_mode=auto found no readable checkpoint under {root!r}: {'; '.join(skipped)}; "
+            "delete the damaged folders or set trainer.resume_mode=disable to start fresh."
         )
-    return resume_from_path
+    return None, []
+
+
+def resolve_resume_path(resume_mode: str, root: str, resume_from_path: str | None) -> str | None:
+    """The checkpoint a run starts from: newest readable complete one (``auto``), none, or the one named."""
+    return choose_resume_checkpoint(resume_mode, root, resume_from_path)[0]
 
 
 class CheckpointWriter:

@@ -102,6 +102,9 @@ class ReplayBufferSection:
     max_off_policy_threshold: int | None = None
     # drop: evict groups older than the threshold and refill; wait: hold sampling while an in-flight group is.
     off_policy_strategy: str = "drop"
+    # One step asks for at most this many x data.train_batch_size replacement groups, whatever evicted
+    # them (scoring failures, staleness, DAPO filtering); then it fails naming the evictions (<= 0: no limit).
+    max_refill_batches: int = 8
 
 
 @dataclass

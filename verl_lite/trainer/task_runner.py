@@ -68,7 +68,7 @@ def build_dataset(config: PPOConfig, tokenizer, split: str):
     from verl_lite.data.rl_dataset import RLHFDataset
 
     data = config.data
-    return RLHFDataset(
+    dataset = RLHFDataset(
         data.train_files if split == "train" else data.val_files,
         tokenizer,
         prompt_key=data.prompt_key,
@@ -78,6 +78,10 @@ def build_dataset(config: PPOConfig, tokenizer, split: str):
         default_data_source=data.default_data_source,
         split=split,
     )
+    if not len(dataset):  # all rows skipped once tokenized (overlong); the other reasons fail before Ray
+        skipped = ", ".join(f"{entry['count']} {reason}" for reason, entry in dataset.skipped.items())
+        raise ValueError(f"data.{split}_files: 0 usable rows ({skipped} skipped).")
+    return dataset
 
 
 @ray.remote(num_cpus=0)

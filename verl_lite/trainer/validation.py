@@ -66,6 +66,8 @@ def validate_config(config: PPOConfig) -> None:
         *_rollout_problems(config),
     ]
     if not problems:
+        problems = [*_model_folder_problems(config), *_data_row_problems(config)]
+    if not problems:
         problems = list(_data_source_problems(config))
     if problems:
         raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
@@ -170,8 +172,15 @@ def _file_problems(config: PPOConfig) -> list[str]:
     if not os.path.isdir(model_path):
         out.append(f"actor_rollout_ref.model.path={model_path!r} is not a folder with a Hugging Face model.")
     elif os.path.exists(config_json):
-        with open(config_json) as f:
-            context = json.load(f).get("max_position_embeddings")
+        try:
+            with open(config_json) as f:
+                context = json.load(f).get("max_position_embeddings")
+        except (OSError, ValueError) as err:
+            context = None  # reported with the folder's other load problems (_model_folder_problems)
+            out.append(
+                f"actor_rollout_ref.model.path={model_path!r}: cannot load the model config "
+                f"({type(err).__name__}: {_first_line(err)})."
+            )
         total = config.data.max_prompt_length + config.data.max_response_length
         if context and total > context:
             out.append(
@@ -214,18 +223,29 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
 
 
 def _checkpoint_problems(config: PPOConfig) -> list[str]:
-    from verl_lite.trainer.checkpoint import RESUME_MODES, resolve_resume_path
+    """The checkpoint ``trainer.resume_mode`` picks must be complete and readable.
+
+    With ``auto`` a damaged newest checkpoint is passed over for the next older readable one, which
+    is said in one line on stderr (the controller makes the same choice).
+    """
+    import sys
+
+    from verl_lite.trainer.checkpoint import RESUME_MODES, choose_resume_checkpoint
 
     trainer = config.trainer
     if trainer.resume_mode not in RESUME_MODES:
         return [
             f"trainer.resume_mode={trainer.resume_mode!r} is not valid; use one of {', '.join(RESUME_MODES)}."
         ]
-    if trainer.resume_mode == "resume_path":
-        try:
-            resolve_resume_path(trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path)
-        except ValueError as err:
-            return [str(err)]
+    try:
+        path, skipped = choose_resume_checkpoint(
+            trainer.resume_mode, trainer.checkpoint_dir, trainer.resume_from_path
+        )
+    except ValueError as err:
+        return [str(err)]
+    if skipped:
+        more = f" (and {len(skipped) - 1} older damaged one(s))" if len(skipped) > 1 else ""
+        print(f"verl_lite: {skipped[0]}{more}; resuming from the older {path!r} instead.", file=sys.stderr)
     return []
 
 
@@ -306,6 +326,12 @@ def _replay_buffer_problems(config: PPOConfig) -> list[str]:
             f"trainer.replay_buffer.max_off_policy_threshold={threshold!r} is invalid; use an integer >= 0 "
             "(steps) or null to disable staleness control."
         )
+    refill = staleness.max_refill_batches
+    if isinstance(refill, bool) or not isinstance(refill, int):
+        out.append(
+            f"trainer.replay_buffer.max_refill_batches={refill!r} is invalid; use an integer (replacement "
+            "groups per step, in units of data.train_batch_size; <= 0 for no limit)."
+        )
     if staleness.off_policy_strategy not in OFF_POLICY_STRATEGIES:
         out.append(
             f"trainer.replay_buffer.off_policy_strategy={staleness.off_policy_strategy!r} is invalid; "
@@ -382,3 +408,77 @@ def _data_sources_of(path: str, default: str, key: str) -> set[str]:
 
     values = read_column(path, "data_source", key)
     return {default} if values is None else {default if v is None else v for v in values}
+
+
+def _model_folder_problems(config: PPOConfig) -> list[str]:
+    """The model folders load their config and the tokenizer loads (no weights are read)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    model = config.model
+    folders = [("actor_rollout_ref.model.path", model.path, model.trust_remote_code)]
+    if config.use_critic and config.critic.model.path != model.path:
+        folders.append(("critic.model.path", config.critic.model.path, config.critic.model.trust_remote_code))
+    out = []
+    for key, path, remote in folders:
+        if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+            out.append(f"{key}={path!r} has no config.json; point it at a Hugging Face model folder.")
+            continue
+        try:
+            AutoConfig.from_pretrained(path, trust_remote_code=remote)
+        except Exception as err:  # OSError, ValueError, json errors: transformers raises many kinds
+            out.append(
+                f"{key}={path!r}: cannot load the model config ({type(err).__name__}: {_first_line(err)})."
+            )
+    key = "actor_rollout_ref.model.tokenizer_path" if model.tokenizer_path else "actor_rollout_ref.model.path"
+    path = model.tokenizer_path or model.path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model.trust_remote_code)
+    except Exception as err:
+        return [
+            *out,
+            f"{key}={path!r}: cannot load the tokenizer ({type(err).__name__}: {_first_line(err)}).",
+        ]
+    if not getattr(tokenizer, "chat_template", None):
+        out.append(f"{key}={path!r}: the tokenizer has no chat_template; prompts are rendered with it.")
+    return out
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [""])[0]
+
+
+def _data_row_problems(config: PPOConfig) -> list[str]:
+    """Each data file has at least one usable row (prompt and ground truth present; counts of the rest)."""
+    from verl_lite.data.files import DataFileError, read_column
+    from verl_lite.data.rl_dataset import row_skip_reason
+
+    prompt_key = config.data.prompt_key
+    out = []
+    for key, files in (
+        ("data.train_files", config.data.train_files),
+        ("data.val_files", config.data.val_files),
+    ):
+        for path in _files(files):
+            try:
+                prompts = read_column(path, prompt_key, key)
+                rewards = read_column(path, "reward_model", key)
+            except DataFileError as err:
+                out.append(str(err))
+                continue
+            if prompts is None:
+                out.append(
+                    f"{key}: 0 usable rows in {path!r}: no row has the prompt column {prompt_key!r} "
+                    "(data.prompt_key)."
+                )
+                continue
+            num_rows = len(prompts)
+            rewards = rewards or [None] * num_rows
+            reasons: dict[str, int] = {}
+            for prompt, reward in zip(prompts, rewards):
+                reason = row_skip_reason({prompt_key: prompt, "reward_model": reward}, prompt_key)
+                if reason is not None:
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            if sum(reasons.values()) == num_rows:
+                detail = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+                out.append(f"{key}: 0 usable rows in {path!r} ({num_rows} skipped: {detail}).")
+    return out

@@ -7,12 +7,15 @@ it was submitted at) and trajectory keys ``{uid}_{session}_{index}`` (tag ``uid`
 ``sample`` waits for enough finished groups, evicts failed groups, zero-variance groups (DAPO
 dynamic sampling, https://arxiv.org/abs/2503.14476) and, in asynchronous modes, groups that are
 too stale, asks ``refill_fn(k)`` for replacement prompts, and returns the oldest whole groups.
+It never waits silently or without bounds: a wait longer than a few seconds prints what it waits
+for, a scorer that fails on (nearly) every group stops the run with its own message, and refills
+per call are bounded.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +43,8 @@ class ReplayBufferConfig:
     """Seconds ``sample`` waits for enough finished groups before raising ``TimeoutError``."""
     poll_interval_s: float = 0.05
     """Seconds between two reads of the partition's tags while waiting."""
+    report_after_s: float = 10.0
+    """A wait this long prints one line saying what it waits for; again after each doubling."""
     filter_groups_enable: bool = False
     """``algorithm.filter_groups.enable``: evict finished groups whose metric has zero variance (DAPO)."""
     filter_groups_metric: str = "acc"
@@ -53,6 +58,15 @@ class ReplayBufferConfig:
     off_policy_strategy: str = "drop"
     """``drop``: evict groups older than the threshold and refill; ``wait``: hold sampling while
     an in-flight (pending/running) group is older than the threshold."""
+    max_refill_batches: int = 8
+    """``trainer.replay_buffer.max_refill_batches``: one ``sample`` call asks ``refill_fn`` for at
+    most this many times ``batch_size`` replacement groups, whatever evicted them; then it fails
+    once too few groups can still be ready (``<= 0``: no bound but ``timeout_s``)."""
+    max_failure_fraction: float = 1.0
+    """``reward.max_failure_fraction``: ``sample`` fails, with the scorer's message, once this
+    fraction of the last ``failure_window`` scored groups failed to score."""
+    failure_window: int = 32
+    """``reward.failure_window``: how many of the most recently scored groups that fraction is over."""
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0 or self.poll_interval_s <= 0:
@@ -67,6 +81,11 @@ class ReplayBufferConfig:
             raise ValueError(
                 f"off_policy_strategy={self.off_policy_strategy!r} is invalid; use one of {OFF_POLICY_STRATEGIES}."
             )
+        if not 0 < self.max_failure_fraction <= 1 or self.failure_window < 1:
+            raise ValueError(
+                f"max_failure_fraction={self.max_failure_fraction} must be in (0, 1] and "
+                f"failure_window={self.failure_window} >= 1."
+            )
 
     @classmethod
     def from_ppo_config(cls, config: Any) -> ReplayBufferConfig:
@@ -80,6 +99,9 @@ class ReplayBufferConfig:
             filter_groups_max_num_gen_batches=filter_groups.max_num_gen_batches,
             max_off_policy_threshold=staleness.max_off_policy_threshold,
             off_policy_strategy=staleness.off_policy_strategy,
+            max_refill_batches=staleness.max_refill_batches,
+            max_failure_fraction=config.reward.max_failure_fraction,
+            failure_window=config.reward.failure_window,
         )
 
 
@@ -125,6 +147,9 @@ class ReplayBuffer:
         self._seq = 0
         self._sampled: dict[str, set[str]] = {}
         self._evicted: OrderedDict[str, None] = OrderedDict()
+        # per partition: the last ``failure_window`` scored groups as (uid, error or None, data_source)
+        self._outcomes: dict[str, deque[tuple[str, str | None, str]]] = {}
+        self._judged: dict[str, set[str]] = {}  # uids already in ``_outcomes``
         self.last_sample_polls = 0
 
     # ---------------------------------------------------------------------------- submission
@@ -174,32 +199,54 @@ class ReplayBuffer:
         sampled = self._sampled.setdefault(partition_id, set())
         evicted = {"filter_groups/evicted": 0, "rollout_failure/evicted": 0, "off_policy/evicted": 0}
         start = time.monotonic()
+        next_report = cfg.report_after_s
         self.last_sample_polls = 0
-        refills = 0
+        refills = refilled_groups = 0
         while True:
             self.last_sample_polls += 1
             groups = self._scan(partition_id)
             sampled.intersection_update(groups)  # groups cleared by the trainer are done with
             live = {uid: g for uid, g in groups.items() if uid not in sampled}
+            self._judge_scoring(live, groups, partition_id, global_step)
             removed = self._evict(live, global_step, partition_id, evicted)
-            refilled = bool(removed) and self.refill_fn is not None and not self._refills_exhausted(refills)
+            budget_spent = (
+                0 < cfg.max_refill_batches and refilled_groups >= cfg.max_refill_batches * batch_size
+            )
+            refilled = (
+                bool(removed)
+                and self.refill_fn is not None
+                and not self._refills_exhausted(refills)
+                and not budget_spent
+            )
             if refilled:
                 self.refill_fn(removed)
                 refills += 1
+                refilled_groups += removed
             ready = sorted((g for g in live.values() if g.status == FINISHED), key=_Group.age_key)
             held = self._held(live, global_step)
             if len(ready) >= batch_size and not held:
                 break
             in_flight = sum(g.status in (PENDING, RUNNING) for g in live.values())
             # (the replacements of this round are not in ``live`` yet: judge them on the next scan)
-            if not refilled and self._refills_exhausted(refills) and len(ready) + in_flight < batch_size:
-                raise RuntimeError(
-                    self._filter_message(global_step, batch_size, len(ready), in_flight, refills, evicted)
-                )
-            if time.monotonic() - start > cfg.timeout_s:
+            if not refilled and len(ready) + in_flight < batch_size:
+                if self._refills_exhausted(refills):
+                    raise RuntimeError(
+                        self._filter_message(global_step, batch_size, len(ready), in_flight, refills, evicted)
+                    )
+                if budget_spent:
+                    raise RuntimeError(
+                        self._refill_message(
+                            partition_id, global_step, batch_size, len(ready), refilled_groups, evicted
+                        )
+                    )
+            waited = time.monotonic() - start
+            if waited > cfg.timeout_s:
                 raise TimeoutError(
                     self._timeout_message(partition_id, global_step, batch_size, live, evicted, held)
                 )
+            if waited > next_report:
+                print(self._wait_line(waited, global_step, batch_size, live, held), flush=True)
+                next_report *= 2
             time.sleep(cfg.poll_interval_s)
         chosen = ready[:batch_size]
         sampled.update(g.uid for g in chosen)
@@ -208,6 +255,30 @@ class ReplayBuffer:
             **_staleness(chosen, global_step),
             "replay_buffer/wait_s": time.monotonic() - start,
         }
+
+    def _judge_scoring(
+        self, live: dict[str, _Group], groups: dict[str, _Group], partition_id: str, global_step: int
+    ) -> None:
+        """Record newly scored groups; raise with the scorer's message once too many failed to score."""
+        cfg = self.config
+        outcomes = self._outcomes.setdefault(partition_id, deque(maxlen=cfg.failure_window))
+        judged = self._judged.setdefault(partition_id, set())
+        judged.intersection_update(groups)  # evicted or cleared groups are not seen again
+        for g in sorted(live.values(), key=_Group.age_key):
+            if g.status in (FINISHED, FAILURE) and g.uid not in judged:
+                judged.add(g.uid)
+                error = g.tag.get("error", "unknown error") if g.status == FAILURE else None
+                outcomes.append((g.uid, error, g.tag.get("data_source", "unknown")))
+        failures = [(error, source) for _, error, source in outcomes if error is not None]
+        if len(outcomes) < cfg.failure_window or len(failures) < cfg.max_failure_fraction * len(outcomes):
+            return
+        error, source = failures[-1]
+        raise RuntimeError(
+            f"scoring failed for {len(failures)} of the last {len(outcomes)} prompt groups at global step "
+            f"{global_step} (reward.max_failure_fraction={cfg.max_failure_fraction:g} of "
+            f"reward.failure_window={cfg.failure_window}); the reward function raised, for "
+            f"data_source={source!r}: {error}"
+        )
 
     def _scan(self, partition_id: str) -> dict[str, _Group]:
         """Groups of the partition from its tags; clears late trajectories of evicted groups."""
@@ -288,6 +359,42 @@ class ReplayBuffer:
             "the limit), sample more diversely (rollout.temperature, rollout.n), or set "
             "algorithm.filter_groups.enable=false."
         )
+
+    def _refill_message(
+        self,
+        partition_id: str,
+        global_step: int,
+        batch_size: int,
+        kept: int,
+        refilled_groups: int,
+        evicted: dict[str, int],
+    ) -> str:
+        reasons = ", ".join(f"{n} {k.split('/')[0]}" for k, n in evicted.items() if n) or "none"
+        message = (
+            f"ReplayBuffer.sample: only {kept} of the {batch_size} groups needed at global step {global_step} "
+            f"are ready after {refilled_groups} replacement groups, the limit "
+            f"trainer.replay_buffer.max_refill_batches={self.config.max_refill_batches} x {batch_size}; "
+            f"evicted: {reasons}"
+        )
+        failures = [(e, s) for _, e, s in self._outcomes.get(partition_id, ()) if e is not None]
+        if evicted["rollout_failure/evicted"] and failures:
+            error, source = failures[-1]
+            message += f"; the reward function last raised, for data_source={source!r}: {error}"
+        return message + "."
+
+    def _wait_line(
+        self, waited: float, global_step: int, batch_size: int, live: dict[str, _Group], held: list[str]
+    ) -> str:
+        counts = _count(live.values())
+        line = (
+            f"ReplayBuffer: waiting {waited:.0f} s at global step {global_step} for "
+            f"{max(batch_size - counts[FINISHED], 0)} of {batch_size} groups (pending: {counts[PENDING]}, "
+            f"running: {counts[RUNNING]}, finished: {counts[FINISHED]}; gives up after "
+            f"trainer.sample_timeout_s={self.config.timeout_s:g})"
+        )
+        if held:
+            line += f"; held by {len(held)} group(s) older than max_off_policy_threshold (e.g. {held[0]!r})"
+        return line
 
     def _held(self, live: dict[str, _Group], global_step: int) -> list[str]:
         """In-flight groups too old to sample past (strategy ``wait`` only)."""
