@@ -33,7 +33,7 @@ class CheckpointEngine(ABC):
     """Carries named tensors from actor ranks to rollout replicas, bucket by bucket."""
 
     # Where the rollout must live for this backend: "colocated" (in the actor's process, the hybrid
-    # placement the PPO trainer builds) or "standalone" (its own processes; no trainer flow builds it yet).
+    # placement) or "standalone" (the rollout on its own resource pool).
     placement: ClassVar[str] = "standalone"
 
     def __init__(self, bucket_megabytes: int = 512, rank: int = 0):

@@ -58,8 +58,10 @@ class RLHFDataset(Dataset):
         rows: in-memory rows instead of files.
 
     Items (``dataset[i]``): ``prompt_ids`` (prompt_len,) LongTensor, ``raw_prompt`` (the templated
-    text the ids encode), ``data_source``, ``ground_truth``, ``extra_info`` (dict), ``index`` (the
-    row's position in the concatenated source files, before skipping) and ``row`` (the original row).
+    text the ids encode), ``data_source``, ``ground_truth``, ``extra_info`` (dict), ``messages`` (the
+    chat before templating), ``agent_name`` (the row's agent loop, None for the configured default),
+    ``index`` (the row's position in the concatenated source files, before skipping) and ``row`` (the
+    original row).
 
     Attributes:
         skipped: ``{reason: {"count", "first_index", "first_row"}}`` for reasons ``missing_prompt``,
@@ -129,6 +131,9 @@ class RLHFDataset(Dataset):
             "data_source": row.get("data_source") or self.default_data_source,
             "ground_truth": ground_truth,
             "extra_info": dict(row.get("extra_info") or {}),
+            # what agent loops read: the chat before templating, and the loop chosen for this row
+            "messages": messages,
+            "agent_name": row.get("agent_name"),
             "index": index,
             "row": row,
         }

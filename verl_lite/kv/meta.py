@@ -28,7 +28,11 @@ class KVBatchMeta:
     fields: list[str] = field(default_factory=list)
     """Field names every key holds (as far as the producer of this meta knows)."""
     extra_info: dict[str, Any] = field(default_factory=dict)
-    """Batch-level metadata (global step, group keys, metrics); copied into every split part."""
+    """Batch-level metadata (global step, group keys); copied into every split part."""
+    stats: dict[str, float] = field(default_factory=dict)
+    """What the worker that produced this meta measured, as ``name/sum|count|max|min`` entries: the one way
+    data methods hand back metrics. ``concat`` adds sums and counts and keeps the extremes; split parts
+    start empty (each part's producer reports its own)."""
 
     def __post_init__(self) -> None:
         self.keys = list(self.keys)
@@ -111,7 +115,24 @@ class KVBatchMeta:
             partition_id=metas[0].partition_id,
             fields=fields,
             extra_info=extra,
+            stats=merge_stats(m.stats for m in metas),
         )
+
+
+def merge_stats(parts) -> dict[str, float]:
+    """Combine ``name/sum|count|max|min`` entries: sums and counts add up, extremes stay extremes."""
+    out: dict[str, float] = {}
+    for part in parts:
+        for key, value in part.items():
+            if key not in out:
+                out[key] = value
+            elif key.endswith("/max"):
+                out[key] = max(out[key], value)
+            elif key.endswith("/min"):
+                out[key] = min(out[key], value)
+            else:
+                out[key] += value
+    return out
 
 
 def _balanced_cuts(sizes: list[int], n: int) -> list[int]:

@@ -1,6 +1,6 @@
 """Floor 2: one controller drives groups of Ray worker actors through ``@register``-ed methods."""
 
-from verl_lite.single_controller.decorator import Execute, MethodSpec, register
+from verl_lite.single_controller.decorator import Execute, MethodSpec, endpoint, register
 from verl_lite.single_controller.dispatch import (
     DISPATCH_MODES,
     Dispatch,
@@ -20,6 +20,7 @@ __all__ = [
     "MeshRank",
     "MethodSpec",
     "Worker",
+    "endpoint",
     "make_nd_dispatch",
     "register",
     "register_dispatch_mode",

@@ -13,6 +13,8 @@ F = TypeVar("F", bound=Callable)
 
 # The one attribute a decorated method carries; worker groups bind methods by it and nothing else.
 METHOD_SPEC_ATTR = "__verl_lite_method_spec__"
+# Marks a per-replica method that other actors call directly (see ``endpoint``).
+ENDPOINT_ATTR = "__verl_lite_endpoint__"
 
 
 class Execute(enum.Enum):
@@ -56,3 +58,19 @@ def register(
 def get_method_spec(obj: object) -> MethodSpec | None:
     """The ``MethodSpec`` attached by ``@register``, or None for undecorated attributes."""
     return getattr(obj, METHOD_SPEC_ATTR, None)
+
+
+def endpoint(method: F) -> F:
+    """Mark a ``Worker`` method that other actors call on one replica directly, not through its group.
+
+    A rollout server's ``generate`` is one: agent loops on other processes send it one request at a
+    time. Colocated workers expose endpoints as ``<role>_<method>`` like group methods, and
+    ``RayWorkerGroup.endpoints(name)`` returns the bound remote methods in rank order.
+    """
+    setattr(method, ENDPOINT_ATTR, True)
+    return method
+
+
+def is_endpoint(obj: object) -> bool:
+    """Whether ``obj`` was marked with :func:`endpoint`."""
+    return bool(getattr(obj, ENDPOINT_ATTR, False))

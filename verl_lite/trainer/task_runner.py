@@ -10,11 +10,16 @@ from verl_lite.trainer.config import PPOConfig
 
 
 def build_resource_manager(config: PPOConfig):
-    """One pool for the policy roles (critic and reward model colocated in the same processes when used)."""
+    """The policy pool (critic and reward model colocated in its processes), and in the standalone placement
+    the rollout's own pool of ``rollout.nnodes`` x ``rollout.n_gpus_per_node`` slots."""
     from verl_lite.single_controller.ray import ResourcePoolManager, Role
 
     spec = {"global_pool": [config.trainer.n_gpus_per_node] * config.trainer.nnodes}
-    mapping = {Role.ActorRolloutRef: "global_pool"}
+    mapping = {Role.Actor: "global_pool", Role.Rollout: "global_pool"}
+    rollout = config.actor_rollout_ref.rollout
+    if rollout.mode == "standalone":
+        spec["rollout_pool"] = [rollout.n_gpus_per_node] * rollout.nnodes
+        mapping[Role.Rollout] = "rollout_pool"
     if config.use_critic:
         mapping[Role.Critic] = "global_pool"
     if config.reward.reward_model.enable:
@@ -22,26 +27,38 @@ def build_resource_manager(config: PPOConfig):
     return ResourcePoolManager(resource_pool_spec=spec, mapping=mapping)
 
 
-def build_worker_groups(config: PPOConfig, pool):
-    """The policy worker (actor + rollout [+ ref]), plus the critic (gae) and reward model when used.
+def build_worker_groups(config: PPOConfig, manager):
+    """The policy (actor [+ ref]), the rollout servers, the critic (gae) and reward model when used, and
+    the agent-loop manager that drives the servers.
 
-    All roles share one process per slot (colocated), so the reward model needs no extra devices.
+    Every role on the policy pool shares one process per slot (colocated): in the hybrid placement that
+    includes the rollout server, which then receives the weights in place.
     """
     from verl_lite.single_controller.ray import (
         RayClassWithInitArgs,
         RayWorkerGroup,
+        Role,
         create_colocated_worker_cls,
     )
     from verl_lite.trainer.ppo.trainer_base import WorkerGroups
-    from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
+    from verl_lite.workers.agent_loop.manager import AgentLoopManager
     from verl_lite.workers.critic import CriticWorker
+    from verl_lite.workers.policy import PolicyWorker
     from verl_lite.workers.reward_model import RewardModelWorker
+    from verl_lite.workers.rollout.worker import RolloutWorker
 
-    role = "actor_rollout_ref" if config.use_reference else "actor_rollout"
-    policy = RayClassWithInitArgs(
-        ActorRolloutRefWorker, config=config.actor_rollout_ref, role=role, reward_config=config.reward
+    arr = config.actor_rollout_ref
+    hybrid = arr.rollout.mode == "hybrid"
+    roles = {
+        "actor": RayClassWithInitArgs(
+            PolicyWorker, config=arr, role="actor_ref" if config.use_reference else "actor"
+        )
+    }
+    rollout_cls = RayClassWithInitArgs(
+        RolloutWorker, config=arr, sleeps_between_steps=hybrid and arr.rollout.free_cache_engine
     )
-    roles = {"policy": policy}
+    if hybrid:
+        roles["rollout"] = rollout_cls
     if config.use_critic:
         roles["critic"] = RayClassWithInitArgs(CriticWorker, config=config.critic)
     if config.reward.reward_model.enable:
@@ -50,16 +67,21 @@ def build_worker_groups(config: PPOConfig, pool):
             config=config.reward,
             policy_tokenizer_path=config.model.tokenizer_path or config.model.path,
         )
-    if len(roles) == 1:
-        group = RayWorkerGroup(pool, policy, name_prefix="policy")
-        group.init_model()
-        return WorkerGroups(actor_rollout=group)
-    colocated = RayWorkerGroup(pool, create_colocated_worker_cls(roles))
+    colocated = RayWorkerGroup(manager.get_resource_pool(Role.Actor), create_colocated_worker_cls(roles))
     groups = colocated.spawn(set(roles))
     for name in roles:
         groups[name].init_model()
+    if hybrid:
+        rollout = groups["rollout"]
+    else:
+        rollout = RayWorkerGroup(manager.get_resource_pool(Role.Rollout), rollout_cls, name_prefix="rollout")
+        rollout.init_model()
     return WorkerGroups(
-        actor_rollout=groups["policy"], critic=groups.get("critic"), reward_model=groups.get("rm")
+        actor=groups["actor"],
+        rollout=rollout,
+        agent_loop=AgentLoopManager(arr, config.reward, rollout),
+        critic=groups.get("critic"),
+        reward_model=groups.get("rm"),
     )
 
 
@@ -116,9 +138,7 @@ class TaskRunner:
             kv_started = True
             manager = build_resource_manager(config)
             manager.create_resource_pool()
-            from verl_lite.single_controller.ray import Role
-
-            groups = build_worker_groups(config, manager.get_resource_pool(Role.ActorRolloutRef))
+            groups = build_worker_groups(config, manager)
             buffer = ReplayBuffer(ReplayBufferConfig.from_ppo_config(config), client=kv)
             tracker = Tracker(
                 config.trainer.logger,
@@ -131,10 +151,9 @@ class TaskRunner:
             return trainer.fit()
         finally:
             if groups is not None:
+                groups.agent_loop.shutdown()
                 for group in {
-                    id(g): g
-                    for g in (groups.actor_rollout, groups.critic, groups.reward_model)
-                    if g is not None
+                    id(g): g for g in (groups.actor, groups.rollout, groups.critic, groups.reward_model) if g
                 }.values():
                     group.kill()
             if manager is not None:

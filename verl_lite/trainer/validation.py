@@ -202,24 +202,39 @@ def _old_log_prob_problems(config: PPOConfig) -> list[str]:
     return []
 
 
+ROLLOUT_MODES = ("hybrid", "standalone")
+
+
 def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
-    """The trainer colocates actor and rollout in one process, so only a colocated weight sync is driven."""
+    """The placement decides the weight sync: hybrid hands weights over in place, standalone sends them."""
     from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
 
-    name = config.actor_rollout_ref.rollout.checkpoint_engine
+    rollout = config.actor_rollout_ref.rollout
+    key = "actor_rollout_ref.rollout"
+    if rollout.mode not in ROLLOUT_MODES:
+        return [f"{key}.mode={rollout.mode!r} is not valid; use one of {', '.join(ROLLOUT_MODES)}."]
+    name = rollout.checkpoint_engine
     if name not in CHECKPOINT_ENGINES:
         return [
-            f"actor_rollout_ref.rollout.checkpoint_engine={name!r} is not registered; "
-            f"known: {', '.join(CHECKPOINT_ENGINES.names())}."
+            f"{key}.checkpoint_engine={name!r} is not registered; known: {', '.join(CHECKPOINT_ENGINES.names())}."
         ]
-    if CHECKPOINT_ENGINES.get(name).placement != "colocated":
+    placement = CHECKPOINT_ENGINES.get(name).placement
+    wanted = "colocated" if rollout.mode == "hybrid" else "standalone"
+    if placement != wanted:
+        fits = [n for n in CHECKPOINT_ENGINES.names() if CHECKPOINT_ENGINES.get(n).placement == wanted]
         return [
-            f"actor_rollout_ref.rollout.checkpoint_engine={name!r} is not driven by any trainer flow yet: "
-            "the trainer runs rollout inside the actor's process (the colocated hybrid placement), where "
-            "'naive' hands weights over; 'ray' (across processes) and 'nccl' (GPU broadcast) come with a "
-            "standalone rollout placement."
+            f"{key}.checkpoint_engine={name!r} does not serve {key}.mode={rollout.mode!r}; "
+            f"use one of {', '.join(fits)}."
         ]
-    return []
+    problems = []
+    if rollout.mode == "standalone":
+        for field_name in ("nnodes", "n_gpus_per_node"):
+            value = getattr(rollout, field_name)
+            if not isinstance(value, int) or value < 1:
+                problems.append(f"{key}.{field_name}={value!r} is not valid; use an integer >= 1.")
+    if not isinstance(rollout.agent.num_workers, int) or rollout.agent.num_workers < 1:
+        problems.append(f"{key}.agent.num_workers={rollout.agent.num_workers!r} is not valid; use an integer >= 1.")
+    return problems
 
 
 def _checkpoint_problems(config: PPOConfig) -> list[str]:

@@ -54,6 +54,8 @@ def compute_shard_advantages(
     lengths = td.get("responses").offsets().diff()
     width = max(1, int(lengths.max()))
     mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    if "response_mask" in td.keys():  # multi-turn: tool/observation tokens take no advantage
+        mask = mask * _padded(td, "response_mask", width)
     scores = _padded(td, "token_level_scores", width)
     rewards = scores
     stats: dict[str, float] = {}

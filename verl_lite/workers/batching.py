@@ -39,6 +39,8 @@ class RowBatch:
         self.prompts = rows_of(td, "prompts")
         self.responses = rows_of(td, "responses")
         self.extra = {k: rows_of(td, k) for k in td.keys() if k in RESPONSE_FIELDS}
+        # multi-turn trajectories: 0 on tool/observation tokens, which no loss or statistic counts
+        self.masks = rows_of(td, "response_mask") if "response_mask" in td.keys() else None
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -61,6 +63,9 @@ class RowBatch:
             for j, i in enumerate(rows):
                 out[j, : values[i].numel()] = values[i]
             inputs[key] = out
+        if self.masks is not None:
+            for j, i in enumerate(rows):
+                inputs["response_mask"][j, : self.masks[i].numel()] *= self.masks[i].to(torch.long)
         return inputs
 
     def micro_batches(self, rows: Sequence[int], micro_batch_size: int, max_token_len: int | None):

@@ -176,11 +176,27 @@ class SamplingConfig:
 
 
 @dataclass
+class AgentConfig:
+    """The agent-loop workers that drive the rollout servers (``rollout.agent``)."""
+
+    # Agent-loop worker actors sharing each batch (each runs many loops at once).
+    num_workers: int = 1
+    # Registered agent loop of rows without an agent_name column (single_turn | tool_agent).
+    default_agent_loop: str = "single_turn"
+
+
+@dataclass
 class RolloutConfig:
-    """Generation backend and its sampling parameters."""
+    """Generation backend, its placement and its sampling parameters."""
 
     # Registered rollout backend ("hf" or "vllm").
     name: str = "hf"
+    # Where the rollout servers run: "hybrid" (in the actor's processes, weights synced in place) or
+    # "standalone" (their own resource pool of nnodes x n_gpus_per_node, weights through "ray" / "nccl").
+    mode: str = "hybrid"
+    # Size of the standalone rollout pool (one server per slot); ignored in hybrid.
+    nnodes: int = 1
+    n_gpus_per_node: int = 1
     # Samples per prompt during training.
     n: int = 8
     temperature: float = 1.0
@@ -213,6 +229,7 @@ class RolloutConfig:
     val_kwargs: SamplingConfig = field(
         default_factory=lambda: SamplingConfig(n=1, temperature=0.0, do_sample=False)
     )
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def train_sampling(self) -> SamplingConfig:
         """The sampling parameters of training rollouts."""

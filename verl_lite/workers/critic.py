@@ -84,7 +84,8 @@ class CriticWorker(Worker):
     def update_critic(self, meta: KVBatchMeta) -> dict[str, float]:
         """ppo_epochs x mini-batches of the clipped value loss; returns mean ``critic/*`` metrics."""
         cfg = self.config.critic
-        batch = self._read(meta, ["prompts", "responses", "values", "returns"])
+        masked = ["response_mask"] if "response_mask" in meta.fields else []
+        batch = self._read(meta, ["prompts", "responses", *masked, "values", "returns"])
         dp_size = dist.get_world_size()
         history = []
         for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):

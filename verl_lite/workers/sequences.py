@@ -118,9 +118,18 @@ def unpad_rows(padded: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
     return to_jagged([padded[i, : int(n)] for i, n in enumerate(lengths)])
 
 
-def on_last_token(length: int, score: float) -> torch.Tensor:
-    """Token-level scores of one response: the sequence score on its last token, zero elsewhere."""
+def on_last_token(length: int, score: float, mask: Sequence[int] | None = None) -> torch.Tensor:
+    """Token-level scores of one response: the sequence score on its last token, zero elsewhere.
+
+    With a ``response_mask`` (multi-turn: 0 on tool/observation tokens) the score sits on the last
+    token the model generated instead.
+    """
     out = torch.zeros(length, dtype=torch.float32)
-    if length:
-        out[-1] = score
+    if not length:
+        return out
+    last = length - 1
+    if mask is not None:
+        model_tokens = [i for i, m in enumerate(mask) if m]
+        last = model_tokens[-1] if model_tokens else last
+    out[last] = score
     return out

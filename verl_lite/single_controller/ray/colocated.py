@@ -6,7 +6,7 @@ import inspect
 
 import ray
 
-from verl_lite.single_controller.decorator import METHOD_SPEC_ATTR, get_method_spec
+from verl_lite.single_controller.decorator import METHOD_SPEC_ATTR, endpoint, get_method_spec, is_endpoint
 from verl_lite.single_controller.ray.worker_group import RayClassWithInitArgs
 from verl_lite.single_controller.worker import MeshRank, Worker
 
@@ -39,6 +39,22 @@ def _forwarder(role: str, name: str, spec):
     return method
 
 
+def _endpoint_forwarder(role: str, name: str, member):
+    # An async endpoint stays async, so Ray runs many of its calls at once on the actor's event loop.
+    if inspect.iscoroutinefunction(member):
+
+        async def method(self, *args, **kwargs):
+            return await getattr(self.roles[role], name)(*args, **kwargs)
+
+    else:
+
+        def method(self, *args, **kwargs):
+            return getattr(self.roles[role], name)(*args, **kwargs)
+
+    method.__name__ = f"{role}_{name}"
+    return endpoint(method)
+
+
 def create_colocated_worker_cls(class_dict: dict[str, RayClassWithInitArgs]) -> RayClassWithInitArgs:
     """Build a worker class that runs every role of ``class_dict`` in one process.
 
@@ -55,6 +71,8 @@ def create_colocated_worker_cls(class_dict: dict[str, RayClassWithInitArgs]) -> 
             method_spec = get_method_spec(member)
             if method_spec is not None:
                 attrs[f"{role}_{name}"] = _forwarder(role, name, method_spec)
+            elif is_endpoint(member):
+                attrs[f"{role}_{name}"] = _endpoint_forwarder(role, name, member)
     roles = "_".join(class_dict)
     cls = type(f"Colocated_{roles}", (ColocatedWorker,), attrs)
     return RayClassWithInitArgs(ray.remote(cls))

@@ -249,6 +249,10 @@ class RayWorkerGroup:
             groups[prefix] = view
         return groups
 
+    def endpoints(self, name: str) -> list:
+        """The remote method ``name`` (an ``@endpoint``) of every worker, in rank order, to call one by one."""
+        return [getattr(worker, self._method_prefix + name) for worker in self._workers]
+
     def kill(self) -> None:
         """End every worker actor of the group."""
         for worker in self._workers:

@@ -31,7 +31,8 @@ from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
-from verl_lite.workers.actor_rollout_ref import TRAJECTORY_FIELDS, reward_seconds, rollout_probs_diff_mean
+from verl_lite.workers.agent_loop.worker import REWARD_SECONDS
+from verl_lite.workers.policy import PROBS_DIFF, TRAJECTORY_FIELDS
 from verl_lite.workers.reward_model import rm_score_metrics
 
 TRAINERS: Registry[type] = Registry("trainer mode")
@@ -51,7 +52,12 @@ def get_trainer_cls(name: str) -> type[PPOTrainer]:
 class WorkerGroups:
     """The worker groups a trainer drives (critic only when the estimator needs values)."""
 
-    actor_rollout: Any
+    # the policy: actor (and reference) roles
+    actor: Any
+    # the rollout servers (colocated with the actor in the hybrid placement)
+    rollout: Any
+    # the agent-loop manager that turns prompt keys into stored trajectories through the servers
+    agent_loop: Any
     critic: Any = None
     # the RewardModel role, only with reward.reward_model.enable
     reward_model: Any = None
@@ -102,7 +108,7 @@ class PPOTrainer:
     def on_sample_end(self, batch: KVBatchMeta) -> KVBatchMeta:
         """After the replay buffer returned the step's trajectories; may reorder or filter them."""
         if self.config.trainer.balance_batch:
-            return balance_by_length(batch, self.groups.actor_rollout.world_size)
+            return balance_by_length(batch, self.groups.actor.world_size)
         return batch
 
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
@@ -157,7 +163,7 @@ class PPOTrainer:
         metrics.update(self.score_and_estimate(batch))
         metrics.update(self.update(batch, step))
         with self.timed("update_weights"):
-            metrics.update(mean_of_dicts(self.groups.actor_rollout.update_weights(step)))
+            metrics.update(self.sync_weights(step))
         if self.config.trainer.rollout_data_dir:
             with self.timed("dump"):
                 self.dump_generations(self.config.trainer.rollout_data_dir, step, batch)
@@ -174,10 +180,16 @@ class PPOTrainer:
         meta = self.submit_prompts(items, step, "train")
         # ReMax-style estimators also need each prompt's greedy response scored (its reward_baselines)
         needs = get_adv_estimator_needs(self.config.algorithm.adv_estimator)
-        out = self.groups.actor_rollout.generate_sequences(meta, greedy_baseline=needs.greedy_baseline)
+        out = self.groups.agent_loop.generate_sequences(meta, greedy_baseline=needs.greedy_baseline)
         # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
-        self.timing["reward"] = self.timing.get("reward", 0.0) + reward_seconds(out)
+        reward_s = out.stats.get(f"{REWARD_SECONDS}/max", 0.0)
+        self.timing["reward"] = self.timing.get("reward", 0.0) + reward_s
         return meta.keys
+
+    def sync_weights(self, version: int) -> dict[str, float]:
+        """The actor's weights to every rollout server as ``version`` (in place when colocated)."""
+        handle = self.groups.actor.send_weights(version)
+        return mean_of_dicts(self.groups.rollout.receive_weights(handle, version))
 
     def refill(self, num_prompts: int) -> None:
         """``refill_fn`` of the replay buffer: generate replacements for evicted groups."""
@@ -200,8 +212,9 @@ class PPOTrainer:
             {"prompts": torch.nested.nested_tensor([it["prompt_ids"] for it in items], layout=torch.jagged)},
             batch_size=[len(items)],
         )
-        for name in ("raw_prompt", "data_source", "ground_truth", "extra_info"):
-            fields.set(name, non_tensor_rows([it[name] for it in items]))
+        for name in ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name"):
+            if name in items[0]:
+                fields.set(name, non_tensor_rows([it[name] for it in items]))
         stored = self.kv.kv_batch_put(uids, partition, fields=fields)
         return KVBatchMeta(
             keys=uids,
@@ -213,7 +226,7 @@ class PPOTrainer:
 
     def score_and_estimate(self, batch: KVBatchMeta) -> dict[str, float]:
         """Reward-model scores, old and reference log-probs, values, then advantages in the workers."""
-        cfg, actor = self.config, self.groups.actor_rollout
+        cfg, actor = self.config, self.groups.actor
         metrics: dict[str, float] = {}
         if self.groups.reward_model is not None:
             with self.timed("reward"):
@@ -223,7 +236,7 @@ class PPOTrainer:
         if cfg.recompute_old_log_prob:
             with self.timed("old_log_prob"):
                 scored = actor.compute_log_prob(batch)
-            diff = rollout_probs_diff_mean(scored)
+            diff = combine_shard_stats([scored.stats]).get(f"{PROBS_DIFF}/mean")
             if diff is not None:
                 metrics["training/rollout_probs_diff_mean"] = diff
             batch.fields = scored.fields
@@ -249,7 +262,7 @@ class PPOTrainer:
                 metrics.update(mean_of_dicts(self.groups.critic.update_critic(batch)))
         if step > self.config.trainer.critic_warmup:
             with self.timed("update_actor"):
-                actor_metrics = mean_of_dicts(self.groups.actor_rollout.update_actor(batch))
+                actor_metrics = mean_of_dicts(self.groups.actor.update_actor(batch))
             # without the old-log-prob pass, the update measures the rollout/actor mismatch itself
             diff = actor_metrics.pop("actor/rollout_probs_diff_mean", None)
             if diff is not None:
@@ -268,7 +281,7 @@ class PPOTrainer:
         prompts, trajectories = [], []
         for begin in range(0, len(items), size):
             prompts.append(self.submit_prompts(items[begin : begin + size], self.global_step, "val"))
-            trajectories.append(self.groups.actor_rollout.generate_sequences(prompts[-1], validate=True))
+            trajectories.append(self.groups.agent_loop.generate_sequences(prompts[-1], validate=True))
         meta, out = KVBatchMeta.concat(prompts), KVBatchMeta.concat(trajectories)
         n = self.config.actor_rollout_ref.rollout.val_kwargs.n
         by_uid = {tag["uid"]: tag.get("data_source") for tag in meta.tags}
@@ -283,9 +296,7 @@ class PPOTrainer:
 
     def dump_generations(self, directory: str, step: int, trajectories: KVBatchMeta) -> str:
         """Write ``trajectories`` (decoded by the rollout workers) to ``directory/<step>.jsonl``."""
-        texts: dict[str, dict[str, str]] = {}
-        for part in self.groups.actor_rollout.decode_trajectories(trajectories):
-            texts.update(part)
+        texts = self.groups.agent_loop.decode_trajectories(trajectories)
         rows = generation_rows(step, trajectories.keys, trajectories.tags, texts, self._group_info)
         return write_generations(directory, step, rows)
 
@@ -326,7 +337,7 @@ class PPOTrainer:
         """Workers write their shards, the controller its state; published atomically, old ones pruned."""
         trainer = self.config.trainer
         writer = CheckpointWriter(trainer.checkpoint_dir, step)
-        self.groups.actor_rollout.save_checkpoint(writer.part("actor"))
+        self.groups.actor.save_checkpoint(writer.part("actor"))
         if self.groups.critic is not None:
             self.groups.critic.save_checkpoint(writer.part("critic"))
         writer.save_trainer_state(self.state_dict())
@@ -346,12 +357,12 @@ class PPOTrainer:
                 )
             return None
         state = load_trainer_state(path)
-        self.groups.actor_rollout.load_checkpoint(os.path.join(path, "actor"))
+        self.groups.actor.load_checkpoint(os.path.join(path, "actor"))
         if self.groups.critic is not None:
             self.groups.critic.load_checkpoint(os.path.join(path, "critic"))
         self.load_state_dict(state)
         # The rollout serves the restored weights, exactly as after the step that was saved.
-        self.groups.actor_rollout.update_weights(self.global_step)
+        self.sync_weights(self.global_step)
         self.tracker.rewind(self.global_step)
         print(f"resumed from {path}: continuing after step {self.global_step}", flush=True)
         return path

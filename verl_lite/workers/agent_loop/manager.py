@@ -1,0 +1,71 @@
+"""``AgentLoopManager``: the controller's handle on the rollout side (agent-loop workers + rollout servers).
+
+The controller hands it prompt keys and gets trajectory keys back; the agent-loop workers (Ray actors,
+``rollout.agent.num_workers`` of them) do the rest. It also owns the rollout group's lifecycle calls
+that belong to a generation: the sleep after it, in the hybrid placement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from verl_lite.kv import KVBatchMeta
+from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
+
+
+class AgentLoopManager:
+    """Splits each batch of prompt groups over the agent-loop workers and joins their trajectories.
+
+    Args:
+        config: the ``actor_rollout_ref`` config.
+        reward_config: the ``reward`` config (the workers score trajectories with it), or None.
+        rollout: the rollout ``RayWorkerGroup`` (its ``generate`` endpoints are the servers).
+    """
+
+    def __init__(self, config: Any, reward_config: Any, rollout: Any):
+        from verl_lite.workers.agent_loop.worker import AgentLoopWorker
+
+        self.rollout = rollout
+        endpoints = rollout.endpoints("generate")
+        num_workers = max(1, int(config.rollout.agent.num_workers))
+        remote = ray.remote(num_cpus=0)(AgentLoopWorker)
+        env = {"env_vars": {NAME_PREFIX_ENV: KVStoreConfig.job_name_prefix()}}
+        self.workers = [
+            remote.options(runtime_env=env).remote(config, reward_config, endpoints, index)
+            for index in range(num_workers)
+        ]
+
+    def generate_sequences(
+        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+    ) -> KVBatchMeta:
+        """Trajectories of ``meta``'s prompt groups (``n`` each), stored, scored and tagged; see the worker."""
+        parts = meta.chunk(len(self.workers))
+        refs = [
+            worker.generate_sequences.remote(part, validate, greedy_baseline)
+            for worker, part in zip(self.workers, parts)
+            if len(part)
+        ]
+        out = KVBatchMeta.concat(ray.get(refs)) if refs else KVBatchMeta([], partition_id=meta.partition_id)
+        # scoring and training need no engine memory (a no-op unless the placement and backend sleep)
+        self.rollout.sleep()
+        return out
+
+    def decode_trajectories(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
+        """``{key: {"prompt": text, "response": text}}`` of ``meta``'s trajectories (for the JSONL dumps)."""
+        texts: dict[str, dict[str, str]] = {}
+        for part in ray.get(
+            [w.decode.remote(p) for w, p in zip(self.workers, meta.chunk(len(self.workers))) if len(p)]
+        ):
+            texts.update(part)
+        return texts
+
+    def shutdown(self) -> None:
+        """End the agent-loop workers."""
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers = []
+
+
+__all__ = ["AgentLoopManager"]

@@ -1,0 +1,358 @@
+"""``AgentLoopWorker``: runs many agent loops at once against the rollout servers and stores what they produce.
+
+An async Ray actor on the rollout side. For its share of a batch of prompt keys it starts ``n``
+trajectories per prompt (each an ``AgentLoop`` chosen by the row's ``agent_name``), sends every request
+to the least-loaded server and keeps a trajectory on that server across turns (its prefix cache), scores
+each trajectory as it finishes and writes it to the KV store; a prompt group is tagged ``finished``
+(or ``failure``) when its ``n`` samples are in. Only keys and tags go back to the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_tag
+from verl_lite.protocol import to_jagged
+from verl_lite.reward.trajectory_scoring import ScoredResponse, reward_item, score_items
+from verl_lite.utils.config import from_config
+from verl_lite.workers.agent_loop.base import AgentLoopContext, AgentLoopOutput, get_agent_loop
+from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
+from verl_lite.workers.rollout.server import TokenOutput
+from verl_lite.workers.sequences import on_last_token
+
+# One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
+GREEDY_SAMPLING = SamplingConfig(n=1, temperature=0.0, do_sample=False)
+# Per-prompt fields the agent loops and the reward manager read from the prompt keys when present.
+ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name")
+# The stats entry (sum/count/max/min) of the seconds one agent-loop worker spent scoring.
+REWARD_SECONDS = "timing_s/reward"
+
+
+class LeastLoadedServers:
+    """Picks the server with the fewest requests in flight from this worker (ties: the lowest offset index).
+
+    ``offset`` staggers the tie-break between agent-loop workers, so that several workers starting at
+    once spread their first requests over the servers instead of all picking server 0.
+    """
+
+    def __init__(self, endpoints: list, offset: int = 0):
+        if not endpoints:
+            raise ValueError("the agent-loop manager got no rollout servers.")
+        self.endpoints = list(endpoints)
+        self.in_flight = [0] * len(endpoints)
+        self.offset = offset
+
+    def pick(self) -> int:
+        """The index of the least-loaded server."""
+        n = len(self.endpoints)
+        order = [(self.offset + i) % n for i in range(n)]
+        return min(order, key=lambda i: self.in_flight[i])
+
+
+class StickyClient:
+    """A ``ServerClient`` for one trajectory: its first request picks a server, later turns stay there."""
+
+    def __init__(self, servers: LeastLoadedServers, request_prefix: str):
+        self.servers = servers
+        self.request_prefix = request_prefix
+        self.server_index: int | None = None
+        self._turn = itertools.count()
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int) -> TokenOutput:
+        """Send one request (the whole context so far) to this trajectory's server."""
+        if self.server_index is None:
+            self.server_index = self.servers.pick()
+        index = self.server_index
+        self.servers.in_flight[index] += 1
+        try:
+            request_id = f"{self.request_prefix}-{next(self._turn)}"
+            return await self.servers.endpoints[index].remote(request_id, prompt_ids, sampling, max_tokens)
+        finally:
+            self.servers.in_flight[index] -= 1
+
+
+@dataclass
+class _Finished:
+    """A trajectory whose loop returned, waiting to be scored and written."""
+
+    prompt_index: int
+    sample_index: int
+    output: AgentLoopOutput
+
+
+@dataclass
+class _Batch:
+    """The bookkeeping of one ``generate_sequences`` call."""
+
+    meta: KVBatchMeta
+    rows: list[dict[str, Any]]
+    n: int
+    step: int
+    baselines: list[asyncio.Future] | None
+    remaining: list[int] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+    keys: dict[tuple[int, int], str] = field(default_factory=dict)
+    tags: dict[tuple[int, int], dict] = field(default_factory=dict)
+    scoring_s: float = 0.0
+
+
+class AgentLoopWorker:
+    """Runs agent loops for its share of each batch (``rollout.agent.num_workers`` of these share a batch).
+
+    Args:
+        config: the ``actor_rollout_ref`` config.
+        reward_config: the ``reward`` config (its manager scores finished trajectories), or None.
+        endpoints: every rollout server's ``generate`` endpoint (remote methods), in replica order.
+        index: this worker's index (staggers its first choice of server).
+    """
+
+    def __init__(self, config: Any, reward_config: Any, endpoints: list, index: int = 0):
+        from transformers import AutoTokenizer
+
+        self.config = from_config(ActorRolloutRefConfig, config)
+        rollout = self.config.rollout
+        model = self.config.model
+        self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path or model.path)
+        self.context = AgentLoopContext.build(self.tokenizer, rollout)
+        self.default_agent = rollout.agent.default_agent_loop
+        self.servers = LeastLoadedServers(endpoints, offset=index)
+        self.reward_manager = None
+        if reward_config is not None:
+            from verl_lite.reward import build_reward_manager
+
+            self.reward_manager = build_reward_manager(reward_config)
+        self.kv = get_kv_client()
+        self.index = index
+
+    async def generate_sequences(
+        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+    ) -> KVBatchMeta:
+        """``n`` trajectories per prompt key of ``meta``, scored and stored as ``{uid}_{sample}_0``.
+
+        Reads ``prompts`` (token ids) and, when present, ``raw_prompt``, ``data_source``,
+        ``ground_truth``, ``extra_info``, ``messages`` and ``agent_name`` of the prompt keys. Writes per
+        trajectory ``prompts``, ``responses``, ``response_mask`` (0 on tool/observation tokens),
+        ``rollout_log_probs`` and (with a reward manager) ``token_level_scores`` on the last model
+        token; tags it with its score, acc, ``num_turns``, the min/max weight version and the agent's
+        counters; marks each group ``finished`` (or ``failure`` when scoring raised).
+
+        With ``greedy_baseline`` (estimators that declare ``EstimatorNeeds.greedy_baseline``, as ReMax
+        does) each prompt also gets one greedy trajectory from the same agent loop, scored by the same
+        reward manager; its score becomes the (batch,) field ``reward_baselines`` of every sampled
+        trajectory of the prompt. The greedy trajectory itself is neither stored nor trained on.
+        """
+        rollout = self.config.rollout
+        if not len(meta):
+            return KVBatchMeta(keys=[], partition_id=meta.partition_id, extra_info=meta.extra_info)
+        sampling = rollout.val_kwargs if validate else rollout.train_sampling()
+        rows = await asyncio.to_thread(self._read_rows, meta)
+        batch = _Batch(
+            meta=meta,
+            rows=rows,
+            n=sampling.n,
+            step=int(meta.extra_info.get("global_steps", 0)),
+            baselines=None,
+            remaining=[sampling.n] * len(rows),
+        )
+        if greedy_baseline and not validate:
+            if self.reward_manager is None or "data_source" not in rows[0]:
+                raise ValueError(
+                    "a greedy reward baseline needs the rollout's reward manager and the prompts' data_source; "
+                    "choose an estimator without one (e.g. grpo)."
+                )
+            batch.baselines = [
+                asyncio.ensure_future(self._greedy_baseline(batch, i)) for i in range(len(rows))
+            ]
+        finished: asyncio.Queue = asyncio.Queue()
+        writer = asyncio.ensure_future(self._write_as_finished(batch, finished, len(rows) * sampling.n))
+        loops = [
+            asyncio.ensure_future(self._run_trajectory(batch, i, s, sampling, finished))
+            for i in range(len(rows))
+            for s in range(sampling.n)
+        ]
+        try:
+            await asyncio.gather(*loops)
+            await writer
+        finally:
+            for task in [*loops, writer, *(batch.baselines or [])]:
+                task.cancel()
+        order = sorted(batch.keys)
+        out = KVBatchMeta(
+            keys=[batch.keys[k] for k in order],
+            tags=[batch.tags[k] for k in order],
+            partition_id=meta.partition_id,
+            fields=self._stored_fields(batch),
+            extra_info={**meta.extra_info},
+        )
+        out.stats = {
+            f"{REWARD_SECONDS}/sum": batch.scoring_s,
+            f"{REWARD_SECONDS}/count": 1.0,
+            f"{REWARD_SECONDS}/max": batch.scoring_s,
+            f"{REWARD_SECONDS}/min": batch.scoring_s,
+        }
+        return out
+
+    async def decode(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
+        """``{key: {"prompt": text, "response": text}}`` for ``meta``'s trajectories (for the JSONL dumps)."""
+        if not len(meta):
+            return {}
+        td = await asyncio.to_thread(
+            self.kv.kv_batch_get, meta.keys, meta.partition_id, select_fields=["prompts", "responses"]
+        )
+        decode = self.tokenizer.batch_decode
+        prompts = decode([t.tolist() for t in td.get("prompts").unbind()], skip_special_tokens=True)
+        responses = decode([t.tolist() for t in td.get("responses").unbind()], skip_special_tokens=True)
+        return {key: {"prompt": p, "response": r} for key, p, r in zip(meta.keys, prompts, responses)}
+
+    # ---- one trajectory -------------------------------------------------------------------------
+    def _agent_for(self, row: dict[str, Any]):
+        name = row.get("agent_name") or self.default_agent
+        return get_agent_loop(name)(self.context)
+
+    async def _run_trajectory(
+        self, batch: _Batch, i: int, s: int, sampling: SamplingConfig, finished: asyncio.Queue
+    ) -> None:
+        row = batch.rows[i]
+        client = StickyClient(self.servers, f"{batch.meta.keys[i]}-{s}")
+        output = await self._agent_for(row).run(row, client, sampling, self.config.rollout.response_length)
+        await finished.put(_Finished(i, s, output))
+
+    async def _greedy_baseline(self, batch: _Batch, i: int) -> tuple[float, str | None]:
+        row = batch.rows[i]
+        client = StickyClient(self.servers, f"{batch.meta.keys[i]}-greedy")
+        output = await self._agent_for(row).run(
+            row, client, GREEDY_SAMPLING, self.config.rollout.response_length
+        )
+        [result] = await asyncio.to_thread(self._score, [(row, output)])
+        error = f"greedy baseline: {result.error}" if result.error else None
+        return result.score + output.tool_rewards, error
+
+    # ---- scoring and storing, as trajectories finish --------------------------------------------
+    async def _write_as_finished(self, batch: _Batch, finished: asyncio.Queue, total: int) -> None:
+        """Score and store whatever has finished since the last write, until all ``total`` are stored."""
+        stored = 0
+        while stored < total:
+            ready = [await finished.get()]
+            while not finished.empty():
+                ready.append(finished.get_nowait())
+            baselines = None
+            if batch.baselines is not None:
+                baselines = [await batch.baselines[f.prompt_index] for f in ready]
+            await asyncio.to_thread(self._store, batch, ready, baselines)
+            stored += len(ready)
+
+    def _score(self, pairs: list[tuple[dict, AgentLoopOutput]]) -> list[ScoredResponse | None]:
+        if self.reward_manager is None or "data_source" not in pairs[0][0]:
+            return [None] * len(pairs)
+        texts = self.tokenizer.batch_decode([out.response_ids for _, out in pairs], skip_special_tokens=True)
+        items = [
+            reward_item(row, text, len(out.response_ids), self.config.rollout.response_length)
+            for (row, out), text in zip(pairs, texts)
+        ]
+        return score_items(self.reward_manager, items)
+
+    def _store(self, batch: _Batch, ready: list[_Finished], baselines: list | None) -> None:
+        start = time.perf_counter()
+        results = self._score([(batch.rows[f.prompt_index], f.output) for f in ready])
+        batch.scoring_s += time.perf_counter() - start
+        keys, tags = [], []
+        for position, (done, result) in enumerate(zip(ready, results)):
+            i, out = done.prompt_index, done.output
+            uid = batch.meta.tags[i].get("uid", batch.meta.keys[i])
+            key = trajectory_key(uid, done.sample_index, 0)
+            extra: dict[str, Any] = {
+                "finish_reason": out.finish_reason,
+                "weight_version": out.max_weight_version,
+                "min_weight_version": out.min_weight_version,
+                "max_weight_version": out.max_weight_version,
+                "num_turns": out.num_turns,
+                "agent": dict(out.metrics),
+            }
+            status = "success"
+            if result is not None:
+                extra.update(score=result.score + out.tool_rewards, acc=result.acc)
+                if result.pred is not None:
+                    extra["pred"] = str(result.pred)
+                if result.reward_extra:
+                    extra["reward_extra"] = result.reward_extra
+                if result.error:
+                    status, extra["error"] = "failure", result.error
+                    batch.failed[i] = result.error
+            if baselines is not None and baselines[position][1]:
+                batch.failed[i] = baselines[position][1]
+            tag = trajectory_tag(uid, status, len(out.prompt_ids), len(out.response_ids), batch.step, **extra)
+            keys.append(key)
+            tags.append(tag)
+            batch.keys[(i, done.sample_index)] = key
+            batch.tags[(i, done.sample_index)] = tag
+        fields = self._fields(ready, results, baselines)
+        self.kv.kv_batch_put(
+            keys, batch.meta.partition_id, fields=TensorDict(fields, batch_size=[len(keys)]), tags=tags
+        )
+        self._tag_finished_groups(batch, ready)
+
+    def _fields(self, ready: list[_Finished], results: list, baselines: list | None) -> dict[str, Any]:
+        outputs = [f.output for f in ready]
+        fields: dict[str, Any] = {
+            "prompts": to_jagged([torch.tensor(o.prompt_ids, dtype=torch.long) for o in outputs]),
+            "responses": to_jagged([torch.tensor(o.response_ids, dtype=torch.long) for o in outputs]),
+            "response_mask": to_jagged([torch.tensor(o.response_mask, dtype=torch.int64) for o in outputs]),
+            "rollout_log_probs": to_jagged(
+                [torch.tensor(o.response_log_probs, dtype=torch.float32) for o in outputs]
+            ),
+        }
+        if results[0] is not None:
+            fields["token_level_scores"] = to_jagged(
+                [
+                    on_last_token(len(o.response_ids), res.score + o.tool_rewards, o.response_mask)
+                    for o, res in zip(outputs, results)
+                ]
+            )
+        if baselines is not None:
+            fields["reward_baselines"] = torch.tensor([score for score, _ in baselines], dtype=torch.float32)
+        return fields
+
+    def _tag_finished_groups(self, batch: _Batch, ready: list[_Finished]) -> None:
+        done = []
+        for f in ready:
+            batch.remaining[f.prompt_index] -= 1
+            if batch.remaining[f.prompt_index] == 0:
+                done.append(f.prompt_index)
+        if not done:
+            return
+        tags = []
+        for i in done:
+            tag = {**batch.meta.tags[i], "status": "failure" if i in batch.failed else "finished"}
+            if i in batch.failed:
+                tag["error"] = batch.failed[i]
+            tags.append(tag)
+        self.kv.kv_update_tags([batch.meta.keys[i] for i in done], batch.meta.partition_id, tags)
+
+    def _stored_fields(self, batch: _Batch) -> list[str]:
+        fields = ["prompts", "responses", "response_mask", "rollout_log_probs"]
+        if self.reward_manager is not None and "data_source" in batch.rows[0]:
+            fields.append("token_level_scores")
+        if batch.baselines is not None:
+            fields.append("reward_baselines")
+        return sorted(fields)
+
+    def _read_rows(self, meta: KVBatchMeta) -> list[dict[str, Any]]:
+        wanted = ["prompts", *(f for f in ROW_FIELDS if f in meta.fields)]
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+        columns = {name: td.get(name).tolist() for name in wanted[1:]}
+        rows = []
+        for i, prompt in enumerate(td.get("prompts").unbind()):
+            row = {name: values[i] for name, values in columns.items()}
+            row["prompt_ids"] = prompt.tolist()
+            rows.append(row)
+        return rows
+
+
+__all__ = ["AgentLoopWorker", "LeastLoadedServers", "StickyClient"]

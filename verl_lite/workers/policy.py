@@ -1,0 +1,259 @@
+"""The policy worker: the actor (log-probs, PPO update, weights to send) and the reference policy.
+
+Generation lives apart, in rollout servers (``verl_lite.workers.rollout``) driven by agent loops
+(``verl_lite.workers.agent_loop``); in the hybrid placement a ``RolloutWorker`` shares this process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tensordict import TensorDict
+
+from verl_lite.algorithms import (
+    PolicyLossConfig,
+    agg_loss,
+    get_adv_estimator_needs,
+    get_policy_loss_fn,
+    kl_penalty,
+    masked_mean,
+)
+from verl_lite.checkpoint_engine import get_checkpoint_engine
+from verl_lite.kv import KVBatchMeta, get_kv_client
+from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
+from verl_lite.utils.config import from_config
+from verl_lite.workers.advantage import compute_shard_advantages, stat_entries
+from verl_lite.workers.batching import RowBatch, mean_metrics, update_passes
+from verl_lite.workers.config import ActorRolloutRefConfig
+from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
+from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
+
+ROLES = ("actor", "ref")
+# Fields every stored trajectory holds (token_level_scores only with a reward manager).
+TRAJECTORY_FIELDS = ("prompts", "responses", "response_mask", "rollout_log_probs", "token_level_scores")
+# compute_log_prob's stats entry: |p_actor - p_rollout| of the sampled model tokens.
+PROBS_DIFF = "training/rollout_probs_diff"
+
+
+class PolicyWorker(Worker):
+    """The actor, the reference policy, or both (``role="actor"``, ``"ref"``, ``"actor_ref"``).
+
+    Data-parallel methods take a ``KVBatchMeta``: each rank reads its rows from the KV store,
+    computes, writes new fields back under the same keys and returns the meta (or metrics).
+    """
+
+    def __init__(self, config: Any, role: str = "actor_ref"):
+        super().__init__()
+        self.config = from_config(ActorRolloutRefConfig, config)
+        self.roles = set(role.split("_"))
+        unknown = self.roles - set(ROLES)
+        if unknown:
+            raise ValueError(f"role {role!r} has unknown parts {sorted(unknown)}; combine {ROLES} with '_'.")
+        self.actor = self.ref = self.sync = None
+
+    # ---- set-up ---------------------------------------------------------------------------------
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        """Build the engines and the weight sender; declare this rank's DP place for each role."""
+        from transformers import AutoTokenizer
+
+        cfg = self.config
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
+        self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        engine_cls = get_engine(cfg.engine.name)
+        if "actor" in self.roles:
+            self.actor = engine_cls(cfg.model, cfg.actor.optim, cfg.engine, fsdp_config=cfg.actor.fsdp_config)
+        if "ref" in self.roles:
+            self.ref = engine_cls(cfg.model, None, cfg.engine, fsdp_config=cfg.ref.fsdp_config)
+        self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
+            cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
+        )
+        for mesh in self.roles:
+            self.register_mesh(mesh, dp_rank=self.rank, is_collect=True)
+        self.kv = get_kv_client()
+
+    # ---- scoring --------------------------------------------------------------------------------
+    def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=fields)
+        return RowBatch(td, self.pad_token_id)
+
+    @torch.no_grad()
+    def _score(self, engine, meta: KVBatchMeta, with_entropy: bool, size: int) -> tuple[list, list]:
+        """Log-probs (and entropy) of ``meta``'s responses under ``engine``, ``size`` rows per forward."""
+        batch = self._read(meta, ["prompts", "responses"])
+        log_probs, entropies = [], []
+        for mb in batch.micro_batches(list(range(len(batch))), size, None):
+            engine.model.eval()
+            logits = engine.forward(mb)
+            lp, ent = response_log_probs_and_entropy(
+                logits, mb, self.config.rollout.temperature, with_entropy
+            )
+            log_probs.append(lp)
+            entropies.append(ent)
+        lengths = batch.response_lengths()
+        rows_lp = [row for lp in log_probs for row in lp]
+        out = {"lp": unpad_rows(_stack_rows(rows_lp), lengths)}
+        if with_entropy:
+            out["entropy"] = unpad_rows(_stack_rows([row for e in entropies for row in e]), lengths)
+        return out, lengths
+
+    @register(dispatch_mode=make_nd_dispatch("actor"))
+    def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
+        """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows."""
+        size = self.config.rollout.log_prob_micro_batch_size_per_gpu
+        out, _ = self._score(self.actor, meta, with_entropy=True, size=size)
+        fields = TensorDict({"old_log_probs": out["lp"], "entropy": out["entropy"]}, batch_size=[len(meta)])
+        result = self._write(meta, fields)
+        if "rollout_log_probs" in meta.fields and len(meta):
+            masked = "response_mask" in meta.fields
+            wanted = ["rollout_log_probs", "response_mask"] if masked else ["rollout_log_probs"]
+            td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+            diff = (out["lp"].values().exp() - td["rollout_log_probs"].values().exp()).abs()
+            if masked:  # tool/observation tokens were not sampled by the rollout
+                diff = diff[td["response_mask"].values().bool()]
+            result.stats = stat_entries(PROBS_DIFF, diff)
+        return result
+
+    @register(dispatch_mode=make_nd_dispatch("ref"))
+    def compute_ref_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
+        """Write ``ref_log_prob`` (log-probs under the frozen reference policy)."""
+        size = self.config.ref.log_prob_micro_batch_size_per_gpu
+        out, _ = self._score(self.ref, meta, with_entropy=False, size=size)
+        return self._write(meta, TensorDict({"ref_log_prob": out["lp"]}, batch_size=[len(meta)]))
+
+    def _write(self, meta: KVBatchMeta, fields: TensorDict) -> KVBatchMeta:
+        if len(meta):
+            self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=fields)
+        return KVBatchMeta(
+            keys=meta.keys,
+            tags=meta.tags,
+            partition_id=meta.partition_id,
+            fields=sorted(set(meta.fields) | set(fields.keys())),
+            extra_info=meta.extra_info,
+        )
+
+    @register(dispatch_mode=Dispatch.RANK_ZERO, execute_mode=Execute.RANK_ZERO)
+    def compute_advantage(self, meta: KVBatchMeta, algorithm: Any, kl_coef: float = 0.0) -> dict[str, float]:
+        """Token rewards, advantages and returns for the whole batch; returns its sum/count/max/min statistics.
+
+        One rank sees every row, so batch-wide normalisation (GAE and REINFORCE++ whitening) uses the
+        whole batch whatever the data-parallel size; the math is elementwise and cheap next to a forward.
+        """
+        if not len(meta):
+            return {}
+        wanted = ["prompts", "responses", "token_level_scores"]
+        if "response_mask" in meta.fields:
+            wanted.append("response_mask")
+        if algorithm.use_kl_in_reward:
+            wanted += ["old_log_probs", "ref_log_prob"]
+        if "values" in meta.fields:
+            wanted.append("values")
+        if get_adv_estimator_needs(algorithm.adv_estimator).greedy_baseline:
+            wanted.append("reward_baselines")
+        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+        uids = [tag.get("uid", key.rsplit("_", 2)[0]) for key, tag in zip(meta.keys, meta.tags)]
+        fields, stats = compute_shard_advantages(td, uids, algorithm, kl_coef)
+        self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=TensorDict(fields, batch_size=[len(meta)]))
+        return stats
+
+    # ---- PPO update -----------------------------------------------------------------------------
+    @register(dispatch_mode=make_nd_dispatch("actor"))
+    def update_actor(self, meta: KVBatchMeta) -> dict[str, float]:
+        """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns mean metrics."""
+        cfg = self.config.actor
+        # Without old_log_probs (one on-policy pass) the update's own detached log-probs stand in.
+        fields = ["prompts", "responses", "advantages"]
+        fields += [f for f in ("response_mask", "old_log_probs", "rollout_log_probs") if f in meta.fields]
+        if cfg.use_kl_loss:
+            fields.append("ref_log_prob")
+        batch = self._read(meta, fields)
+        dp_size = dist.get_world_size()
+        loss_fn = get_policy_loss_fn(cfg.policy_loss)
+        loss_config = PolicyLossConfig.from_any(cfg)
+        history: list[dict[str, float]] = []
+        for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):
+            mb_metrics = [
+                self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg)) for mb in micro
+            ]
+            summed = {k: sum(m[k] for m in mb_metrics) for k in ("pg_loss", "kl_loss") if k in mb_metrics[0]}
+            averaged = mean_metrics(mb_metrics)
+            averaged.update({k: v / dp_size for k, v in summed.items()})
+            averaged.update(self.actor.optimizer_step())
+            history.append(averaged)
+        return {f"actor/{k}": v for k, v in mean_metrics(history).items()}
+
+    def _policy_loss(self, loss_fn, loss_config: PolicyLossConfig, agg: dict):
+        cfg = self.config.actor
+        temperature = self.config.rollout.temperature
+
+        def compute(logits: torch.Tensor, mb: dict[str, torch.Tensor]):
+            mask = mb["response_mask"].float()
+            log_prob, entropy = response_log_probs_and_entropy(logits, mb, temperature, with_entropy=True)
+            old_log_prob = mb.get("old_log_probs")
+            extra_metrics = {}
+            if old_log_prob is None:
+                old_log_prob = log_prob.detach()
+                if "rollout_log_probs" in mb:
+                    diff = (old_log_prob.exp() - mb["rollout_log_probs"].exp()).abs()
+                    extra_metrics["rollout_probs_diff_mean"] = float(masked_mean(diff, mask))
+            pg_loss, pg_metrics = loss_fn(
+                old_log_prob,
+                log_prob,
+                mb["advantages"],
+                mask,
+                loss_agg_mode=cfg.loss_agg_mode,
+                config=loss_config,
+                **agg,
+            )
+            loss = pg_loss
+            metrics = {
+                "pg_loss": float(pg_loss.detach()),
+                "entropy": float(masked_mean(entropy.detach(), mask)),
+            }
+            metrics.update({k: float(v) for k, v in pg_metrics.items()})
+            metrics.update(extra_metrics)
+            if cfg.entropy_coeff:
+                loss = loss - cfg.entropy_coeff * agg_loss(entropy, mask, cfg.loss_agg_mode, **agg)
+            if cfg.use_kl_loss:
+                kl = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
+                kl_loss = agg_loss(kl, mask, cfg.loss_agg_mode, **agg)
+                loss = loss + cfg.kl_loss_coef * kl_loss
+                metrics["kl_loss"] = float(kl_loss.detach())
+            return loss, metrics
+
+        return compute
+
+    # ---- weight sync --------------------------------------------------------------------------
+    @register(dispatch_mode=Dispatch.RANK_ZERO)
+    def send_weights(self, version: int) -> Any:
+        """Training side of a cross-process sync: every actor rank gathers, rank 0 returns the handle."""
+        return self.sync.send_weights(self.actor.named_full_parameters(), version)
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL, execute_mode=Execute.ALL)
+    def save_checkpoint(self, path: str, hf_path: str | None = None) -> None:
+        """Sharded checkpoint of the actor (and tokenizer) under ``path``; a Hugging Face export under ``hf_path``."""
+        self.actor.save_checkpoint(path)
+        if self.rank == 0:
+            self.tokenizer.save_pretrained(os.path.join(path, HF_CONFIG_DIR))
+        if hf_path:
+            self.actor.export_hf(hf_path, self.tokenizer)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, path: str) -> None:
+        """Restore the actor from ``save_checkpoint``'s folder (the rollout gets it at the next weight sync)."""
+        self.actor.load_checkpoint(path)
+
+
+def _stack_rows(rows: list[torch.Tensor]) -> torch.Tensor:
+    width = max(r.numel() for r in rows)
+    out = torch.zeros(len(rows), width, dtype=rows[0].dtype)
+    for i, row in enumerate(rows):
+        out[i, : row.numel()] = row
+    return out
+
+
+__all__ = ["PROBS_DIFF", "TRAJECTORY_FIELDS", "PolicyWorker"]

@@ -1,0 +1,130 @@
+"""``RolloutWorker``: one rollout replica — a rollout server in this process, its weights and its requests.
+
+In the ``hybrid`` placement it is colocated with the policy worker (same process, so the ``naive``
+checkpoint engine hands the weights over in place); in ``standalone`` it lives on its own resource pool
+and the weights arrive through the ``ray`` (or, on GPUs, ``nccl``) checkpoint engine. Agent loops on
+other processes call its ``generate`` endpoint one request at a time; the controller drives the rest
+through the group methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from verl_lite.checkpoint_engine import get_checkpoint_engine
+from verl_lite.single_controller import Dispatch, Worker, endpoint, register
+from verl_lite.utils.config import from_config
+from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
+from verl_lite.workers.rollout.base import get_rollout
+from verl_lite.workers.rollout.host import ServerHost
+from verl_lite.workers.rollout.server import TokenOutput
+
+
+class RolloutWorker(Worker):
+    """Hosts one ``RolloutServer`` on a background event loop and exposes it to callers and the controller.
+
+    Args:
+        config: the ``actor_rollout_ref`` config (model path, rollout settings).
+        sleeps_between_steps: release the engine's memory from the end of a generation until the next
+            weight sync (``rollout.free_cache_engine`` in the hybrid placement, where training needs it).
+    """
+
+    def __init__(self, config: Any, sleeps_between_steps: bool = False):
+        super().__init__()
+        self.config = from_config(ActorRolloutRefConfig, config)
+        self.sleeps_between_steps = sleeps_between_steps
+        self.server = self.host = self.sync = None
+        self.asleep = False
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        """Start the server (tokenizer ids only: token ids in, token ids out) and its weight receiver."""
+        from transformers import AutoTokenizer
+
+        cfg = self.config
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        server_cls = get_rollout(cfg.rollout.name)
+        self.host = ServerHost(lambda: server_cls(cfg.model.path, cfg.rollout, tokenizer.eos_token_id, pad))
+        self.server = self.host.server
+        self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
+            cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
+        )
+        if self.sleeps_between_steps and not self.server.supports_sleep:
+            self.sleeps_between_steps = False
+            if self.rank == 0:
+                print(
+                    f"verl_lite: rollout.free_cache_engine=true skipped: the {cfg.rollout.name!r} rollout "
+                    "backend cannot sleep on this machine (vLLM sleeps on CUDA only; hf keeps no cache "
+                    "between calls).",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        self.register_mesh("rollout", dp_rank=self.rank, is_collect=True)
+
+    # ---- the per-request endpoints ---------------------------------------------------------------
+    @endpoint
+    async def generate(
+        self, request_id: str, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int
+    ) -> TokenOutput:
+        """Sample one response for ``prompt_ids`` (many calls run at once); see ``RolloutServer.generate``."""
+        future = self.host.submit(self.server.generate(request_id, prompt_ids, sampling, max_tokens))
+        return await asyncio.wrap_future(future)
+
+    @endpoint
+    def load(self) -> int:
+        """Requests in flight on this replica (what the agent-loop manager balances on)."""
+        return self.server.load
+
+    # ---- what the controller drives -------------------------------------------------------------
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def receive_weights(self, handle: Any, version: int) -> dict[str, float]:
+        """Load the weights behind ``handle`` as ``version`` (waking the engine first); returns the bytes."""
+        self.wake_up()
+        received = {"bytes": 0.0}
+
+        def counted():
+            for name, tensor in self.sync.receive_weights(handle, version):
+                received["bytes"] += tensor.numel() * tensor.element_size()
+                yield name, tensor
+
+        self.host.call(self.server.load_weights(counted(), version))
+        return {"update_weights/bytes": received["bytes"]}
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def sleep(self) -> None:
+        """Release generation memory until the next weight sync (only where the placement asks and it can)."""
+        if self.sleeps_between_steps and not self.asleep:
+            self.host.call(self.server.sleep())
+            self.asleep = True
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def wake_up(self) -> None:
+        """Re-acquire what :meth:`sleep` released."""
+        if self.asleep:
+            self.host.call(self.server.wake_up())
+            self.asleep = False
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def abort_all(self) -> None:
+        """Return every in-flight request now with the tokens generated so far; hold new ones until resume."""
+        self.host.call(self.server.abort_all())
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def resume(self) -> None:
+        """Serve requests again after :meth:`abort_all`."""
+        self.host.call(self.server.resume())
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def weight_version(self) -> int:
+        """The weight version (global step) this replica serves (-1 before the first sync)."""
+        return self.server.weight_version
+
+    def __del__(self) -> None:
+        if self.host is not None:
+            self.host.shutdown()
+
+
+__all__ = ["RolloutWorker"]
