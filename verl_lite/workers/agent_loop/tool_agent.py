@@ -125,15 +125,14 @@ class ToolAgentLoop(AgentLoop):
         """Alternate generations and tool turns until a stop condition; returns the finish reason."""
         mt = self.multi_turn
         while len(traj.response_ids) < budget:
-            out: TokenOutput = await client.generate(
-                traj.prompt_ids + traj.response_ids, sampling, budget - len(traj.response_ids)
-            )
-            traj.add(list(out.token_ids), out.log_probs, mask=1)
+            room = budget - len(traj.response_ids)
+            out: TokenOutput = await client.generate(traj.prompt_ids + traj.response_ids, sampling, room)
+            traj.add(list(out.token_ids[:room]), out.log_probs[:room], mask=1)
             traj.assistant_turns += 1
             traj.versions.append(out.weight_version)
             if out.finish_reason != "stop":
                 return out.finish_reason
-            parsed = self.parse(self.tokenizer.decode(out.token_ids, skip_special_tokens=True))
+            parsed = self.parse(self.tokenizer.decode(out.token_ids, skip_special_tokens=False))
             if not parsed.calls and not parsed.errors:
                 return "stop"
             if mt.max_assistant_turns is not None and traj.assistant_turns >= mt.max_assistant_turns:
