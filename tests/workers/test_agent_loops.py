@@ -341,6 +341,22 @@ def test_tool_state_lives_per_trajectory_and_its_reward_is_summed_then_released(
     assert out.metrics["tool_step_reward"] == 1.0 and out.metrics["count/value"] == 11.5
 
 
+class BrokenTool(CounterTool):
+    """A tool whose per-trajectory start and final reward both fail."""
+
+    tool_schema = {"type": "function", "function": {"name": "broken", "parameters": {"type": "object"}}}
+
+    async def create(self, instance_id, **kwargs):
+        raise OSError("no sandbox")
+
+
+def test_tool_that_cannot_start_is_an_error_observation_and_the_loop_goes_on(tok):
+    out = run(make_loop(tok, tools=[BrokenTool()]), ROW, ScriptedClient(tok, [call_text("broken"), "ok"]))
+    [observation] = observation_text(tok, out)
+    assert "Error: tool 'broken' could not start: OSError: no sandbox" in observation
+    assert out.metrics["tool_errors"] == 1 and out.finish_reason == "stop" and out.tool_rewards == 0.0
+
+
 # ---- the real tiny model ---------------------------------------------------------------------
 
 

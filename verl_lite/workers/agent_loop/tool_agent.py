@@ -212,15 +212,16 @@ class ToolAgentLoop(AgentLoop):
 
     async def _release(self, traj: _Trajectory) -> float:
         """Sum each created instance's calc_reward, then release it; failures count in tool_errors."""
-        total = 0.0
+        total, timeout = 0.0, self.multi_turn.tool_timeout_s
         for name, instance_id in traj.instances.items():
             tool = self.context.tools[name]
             try:
-                total += float(
-                    await asyncio.wait_for(tool.calc_reward(instance_id), self.multi_turn.tool_timeout_s)
-                )
-                await asyncio.wait_for(tool.release(instance_id), self.multi_turn.tool_timeout_s)
+                total += float(await asyncio.wait_for(tool.calc_reward(instance_id), timeout))
             except Exception:  # scoring goes on without this tool's reward
+                traj.counts["tool_errors"] += 1
+            try:
+                await asyncio.wait_for(tool.release(instance_id), timeout)
+            except Exception:  # a tool that cannot clean up must not fail the trajectory
                 traj.counts["tool_errors"] += 1
         traj.instances.clear()
         return total
