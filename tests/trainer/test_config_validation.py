@@ -124,6 +124,30 @@ BAD_CONFIGS = [
         ["actor_rollout_ref.rollout.checkpoint_engine=gloo"],
         "actor_rollout_ref.rollout.checkpoint_engine='gloo' is not registered; known: naive, nccl, ray.",
     ),
+    (
+        ["actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=both"],
+        "actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side='both' must be one of left, middle, right.",
+    ),
+    (
+        ["actor_rollout_ref.rollout.multi_turn.max_assistant_turns=0"],
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=0 must be a positive integer or null",
+    ),
+    (
+        ["actor_rollout_ref.rollout.multi_turn.max_parallel_calls=0"],
+        "actor_rollout_ref.rollout.multi_turn.max_parallel_calls=0 must be a positive integer.",
+    ),
+    (
+        ["actor_rollout_ref.rollout.multi_turn.format=json"],
+        "actor_rollout_ref.rollout.multi_turn.format='json' is not a registered tool-call parser; known: hermes",
+    ),
+    (
+        ["actor_rollout_ref.rollout.multi_turn.tool_timeout_s=0"],
+        "actor_rollout_ref.rollout.multi_turn.tool_timeout_s=0 must be a positive number of seconds.",
+    ),
+    (
+        ["actor_rollout_ref.rollout.multi_turn.tool_config_path=/nonexistent/tools.yaml"],
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path: tool config /nonexistent/tools.yaml does not exist",
+    ),
     (["trainer.resume_mode=latest"], "trainer.resume_mode='latest' is not valid; use one of auto, disable"),
     (
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],

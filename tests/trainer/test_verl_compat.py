@@ -63,7 +63,7 @@ VERL_GSM8K_GRPO = [
     ("actor_rollout_ref.model.use_fused_kernels=True", "notice"),
     ("data.return_raw_chat=True", "notice"),
     ("actor_rollout_ref.rollout.mode=async", "notice"),
-    ("actor_rollout_ref.rollout.multi_turn.format=hermes", "notice"),
+    ("actor_rollout_ref.rollout.multi_turn.format=hermes", "works"),
 ]
 
 
@@ -126,7 +126,7 @@ def test_verl_compat_yaml_declares_exactly_the_compat_keys_with_quiet_defaults()
     assert set(declared) == {key.path for key in VERL_KEYS}
     assert all(declared[key.path] in key.quiet for key in VERL_KEYS)
     cfg, notices = drop_verl_keys(compose_config("ppo_trainer", []))
-    assert notices == [] and "multi_turn" not in cfg.actor_rollout_ref.rollout
+    assert notices == [] and "enable" not in cfg.actor_rollout_ref.rollout.multi_turn
 
 
 def test_grpo_trains_with_verls_offload_and_log_prob_batch_keys(tmp_path):

@@ -64,6 +64,7 @@ def validate_config(config: PPOConfig) -> None:
         *_replay_buffer_problems(config),
         *_val_batch_problems(config),
         *_rollout_problems(config),
+        *_multi_turn_problems(config),
     ]
     if not problems:
         problems = [*_model_folder_problems(config), *_data_row_problems(config)]
@@ -392,6 +393,40 @@ def _rollout_problems(config: PPOConfig) -> list[str]:
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} is not supported: each worker runs its "
         "own rollout engine on its one device, so use 1 and scale generation with trainer.n_gpus_per_node."
     ]
+
+
+def _multi_turn_problems(config: PPOConfig) -> list[str]:
+    """Limits, truncation side, parser name and tool file of ``actor_rollout_ref.rollout.multi_turn``."""
+    from verl_lite.workers.agent_loop.tool_agent import TRUNCATE_SIDES
+    from verl_lite.workers.tools import TOOL_PARSERS, ToolConfigError, load_tools
+
+    mt, key = config.actor_rollout_ref.rollout.multi_turn, "actor_rollout_ref.rollout.multi_turn"
+    out = []
+    for name in ("max_assistant_turns", "max_user_turns"):
+        value = getattr(mt, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            out.append(f"{key}.{name}={value!r} must be a positive integer or null (no limit).")
+    for name in ("max_parallel_calls", "max_tool_response_length"):
+        value = getattr(mt, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            out.append(f"{key}.{name}={value!r} must be a positive integer.")
+    if mt.tool_response_truncate_side not in TRUNCATE_SIDES:
+        out.append(
+            f"{key}.tool_response_truncate_side={mt.tool_response_truncate_side!r} must be one of "
+            f"{', '.join(TRUNCATE_SIDES)}."
+        )
+    if mt.format not in TOOL_PARSERS:
+        out.append(
+            f"{key}.format={mt.format!r} is not a registered tool-call parser; known: {', '.join(TOOL_PARSERS)}."
+        )
+    if not isinstance(mt.tool_timeout_s, int | float) or mt.tool_timeout_s <= 0:
+        out.append(f"{key}.tool_timeout_s={mt.tool_timeout_s!r} must be a positive number of seconds.")
+    if mt.tool_config_path:
+        try:
+            load_tools(mt.tool_config_path)
+        except ToolConfigError as err:
+            out.append(f"{key}.tool_config_path: {err}")
+    return out
 
 
 def _data_source_problems(config: PPOConfig) -> list[str]:

@@ -84,11 +84,6 @@ VERL_KEYS = (
         refusal="asks for multi-turn rollouts, which verl_lite does not have yet; its rollouts are "
         "single-turn, so leave it false.",
     ),
-    VerlKey(
-        "actor_rollout_ref.rollout.multi_turn.format",
-        quiet=(None,),
-        instead="not used; verl_lite rollouts are single-turn, with no tool-call parsing.",
-    ),
 )
 
 

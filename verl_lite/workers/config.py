@@ -176,6 +176,29 @@ class SamplingConfig:
 
 
 @dataclass
+class MultiTurnConfig:
+    """Limits and tools of multi-turn (tool-calling) agent loops (``actor_rollout_ref.rollout.multi_turn``)."""
+
+    # Most model generations in one trajectory (None = only the response budget limits them).
+    max_assistant_turns: int | None = None
+    # Most tool-result (user) turns in one trajectory (None = only the response budget limits them).
+    max_user_turns: int | None = None
+    # Tool calls of one assistant turn run concurrently; calls beyond this many are dropped (and counted).
+    max_parallel_calls: int = 1
+    # Longest tool result, in characters, shown to the model; longer results are cut on the side below.
+    max_tool_response_length: int = 256
+    # Which part of a long tool result is kept, as in verl: left (its start), middle (start and end),
+    # right (its end); a marker shows where text was cut.
+    tool_response_truncate_side: str = "middle"
+    # Yaml list of tools (verl's format: tools: [{class_name, config, tool_schema}]); None = no tools.
+    tool_config_path: str | None = None
+    # Registered tool-call parser of the model's text ("hermes": <tool_call>{json}</tool_call>).
+    format: str = "hermes"
+    # Seconds one tool call may run before it is abandoned and the model sees an error result.
+    tool_timeout_s: float = 30.0
+
+
+@dataclass
 class AgentConfig:
     """The agent-loop workers that drive the rollout servers (``rollout.agent``)."""
 
@@ -230,6 +253,8 @@ class RolloutConfig:
         default_factory=lambda: SamplingConfig(n=1, temperature=0.0, do_sample=False)
     )
     agent: AgentConfig = field(default_factory=AgentConfig)
+    # Multi-turn agent-loop limits and tools.
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
 
     def train_sampling(self) -> SamplingConfig:
         """The sampling parameters of training rollouts."""

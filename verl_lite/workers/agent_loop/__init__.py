@@ -1,0 +1,26 @@
+"""Agent loops: one trajectory per prompt row, talking to a rollout server (``single_turn``, ``tool_agent``)."""
+
+from verl_lite.workers.agent_loop.base import (
+    AGENT_LOOPS,
+    AgentLoop,
+    AgentLoopContext,
+    AgentLoopOutput,
+    ServerClient,
+    get_agent_loop,
+    register_agent_loop,
+)
+from verl_lite.workers.agent_loop.single_turn import SingleTurnAgentLoop
+from verl_lite.workers.agent_loop.tool_agent import ToolAgentLoop, truncate_tool_response
+
+__all__ = [
+    "AGENT_LOOPS",
+    "AgentLoop",
+    "AgentLoopContext",
+    "AgentLoopOutput",
+    "ServerClient",
+    "SingleTurnAgentLoop",
+    "ToolAgentLoop",
+    "get_agent_loop",
+    "register_agent_loop",
+    "truncate_tool_response",
+]

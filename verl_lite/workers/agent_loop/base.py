@@ -1,0 +1,106 @@
+"""The agent-loop interface: one trajectory from one prompt row, talking to a rollout server client.
+
+An ``AgentLoop`` turns a dataset row into a trajectory (prompt ids, response ids with a mask of which tokens
+the model generated, rollout log-probs). The agent-loop manager runs many loops at once on one asyncio loop
+and gives each a ``ServerClient`` kept on one rollout server for the whole trajectory (its prefix cache).
+Loops register by name; a row's ``agent_name`` (or ``rollout.agent.default_agent_loop``) picks one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from verl_lite.utils.registry import Registry
+from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.rollout.server import TokenOutput
+from verl_lite.workers.tools.base import BaseTool
+
+
+class ServerClient(Protocol):
+    """What an agent loop sees of the rollout: one generation per call, many calls at once."""
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int) -> TokenOutput:
+        """Sample at most ``max_tokens`` ids continuing ``prompt_ids`` (one sample; ``sampling.n`` ignored)."""
+        ...
+
+
+@dataclass
+class AgentLoopContext:
+    """What every loop of one rollout worker shares: tokenizer, rollout config, tools."""
+
+    # A Hugging Face tokenizer (apply_chat_template, decode, eos_token_id).
+    tokenizer: Any
+    config: RolloutConfig = field(default_factory=RolloutConfig)
+    # Tools by the name the model calls them (from multi_turn.tool_config_path).
+    tools: dict[str, BaseTool] = field(default_factory=dict)
+    # Chat template used instead of the tokenizer's own (None = the tokenizer's).
+    chat_template: str | None = None
+
+    @classmethod
+    def from_config(cls, tokenizer: Any, config: RolloutConfig, chat_template: str | None = None):
+        """A context whose tools are loaded from ``config.multi_turn.tool_config_path`` (none when unset)."""
+        from verl_lite.workers.tools.config import load_tools
+
+        path = config.multi_turn.tool_config_path
+        return cls(tokenizer, config, load_tools(path) if path else {}, chat_template)
+
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        """OpenAI function schemas of the tools, for ``apply_chat_template(tools=...)`` (None without tools)."""
+        return [t.tool_schema for t in self.tools.values()] or None
+
+
+@dataclass
+class AgentLoopOutput:
+    """One finished trajectory, as the trainer stores it."""
+
+    prompt_ids: list[int]
+    # Everything after the prompt: model tokens and tool-observation tokens.
+    response_ids: list[int]
+    # 1 on model tokens, 0 on tool/observation tokens.
+    response_mask: list[int]
+    # Rollout log-probs, 0.0 on mask-0 tokens.
+    response_log_probs: list[float]
+    # Assistant turns plus tool (user) turns, the prompt not counted.
+    num_turns: int
+    min_weight_version: int
+    max_weight_version: int
+    # Of the last generation ("stop" / "length" / "abort") or the limit that ended the loop (see tool_agent).
+    finish_reason: str
+    # tool_calls, tool_errors, tool_latency_s, ...
+    metrics: dict[str, float] = field(default_factory=dict)
+    # Sum of BaseTool.calc_reward over the tools this trajectory used (0.0 without tools).
+    tool_rewards: float = 0.0
+
+
+class AgentLoop(ABC):
+    """Produces one trajectory per ``run``; a subclass registers itself with ``@register_agent_loop(name)``.
+
+    One instance may serve many concurrent ``run`` calls: keep per-trajectory state in locals.
+    """
+
+    def __init__(self, context: AgentLoopContext):
+        self.context = context
+        self.tokenizer = context.tokenizer
+        self.config = context.config
+
+    @abstractmethod
+    async def run(
+        self, row: dict[str, Any], client: ServerClient, sampling: SamplingConfig, max_tokens: int
+    ) -> AgentLoopOutput:
+        """One trajectory of at most ``max_tokens`` response tokens for ``row``.
+
+        Args:
+            row: ``prompt_ids`` (list[int], templated without tools), optional ``messages`` (the chat list),
+                ``data_source``, ``ground_truth``, ``extra_info``, optional ``tools_kwargs``
+                ({tool name: {"create_kwargs": {...}}}).
+            client: the rollout server this trajectory talks to.
+            sampling: sampling parameters of every generation.
+            max_tokens: response budget (model and observation tokens together).
+        """
+
+
+AGENT_LOOPS: Registry[type[AgentLoop]] = Registry("agent_loop")
+register_agent_loop = AGENT_LOOPS.register
+get_agent_loop = AGENT_LOOPS.get

@@ -1,0 +1,291 @@
+"""The ``tool_agent`` agent loop: generate, run the tool calls the model wrote, show it the results, repeat.
+
+One trajectory is a state machine over turns::
+
+    prompt (row messages rendered with the tool schemas)
+      -> generate (mask 1) -> tool calls?  no -> stop
+                                           yes -> run them (concurrently, each with a timeout)
+                                               -> observation tokens (mask 0) -> generate ...
+
+It stops on: no tool call ("stop"), a generation cut by its budget or aborted ("length" / "abort"),
+``multi_turn.max_assistant_turns`` or ``max_user_turns`` ("max_assistant_turns" / "max_user_turns"), or the
+response budget (model and observation tokens together) filled ("length"; an observation that does not
+fit is cut). The model's own token ids are kept exactly as sampled; observation tokens are the chat
+template's rendering of the tool messages, taken as the difference between a conversation rendered with
+and without them, so no generated token is ever re-tokenized. A tool that raises, times out or does not
+exist gives the model an error text and counts in ``tool_errors``; ``run`` never raises for a tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_lite.workers.agent_loop.base import (
+    AgentLoop,
+    AgentLoopContext,
+    AgentLoopOutput,
+    ServerClient,
+    register_agent_loop,
+)
+from verl_lite.workers.config import SamplingConfig
+from verl_lite.workers.rollout.server import TokenOutput
+from verl_lite.workers.tools.base import BaseTool, ToolResponse
+from verl_lite.workers.tools.parsers import ParsedToolCalls, ToolCall, get_tool_parser
+
+# multi_turn.tool_response_truncate_side values.
+TRUNCATE_SIDES = ("left", "middle", "right")
+# The conversation tool messages are appended to when their tokens are rendered (only the delta is kept).
+_DELTA_BASE = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "x"}]
+
+
+def truncate_tool_response(text: str, limit: int, side: str) -> str:
+    """``text`` cut to ``limit`` characters, as verl does: ``side`` names the part that is kept.
+
+    left keeps the start, right keeps the end, middle keeps both ends (half each); a marker shows the cut.
+    """
+    if len(text) <= limit:
+        return text
+    if side == "left":
+        return text[:limit] + "...(truncated)"
+    if side == "right":
+        return "(truncated)..." + text[len(text) - limit :]
+    head = limit // 2
+    return text[:head] + "...(truncated)..." + text[len(text) - (limit - head) :]
+
+
+@dataclass
+class _Trajectory:
+    """The growing state of one run."""
+
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    assistant_turns: int = 0
+    user_turns: int = 0
+    versions: list[int] = field(default_factory=list)
+    # Tool name -> instance id of the tools this trajectory created.
+    instances: dict[str, str] = field(default_factory=dict)
+    counts: Counter = field(default_factory=Counter)
+    latencies: list[float] = field(default_factory=list)
+    tool_metrics: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, ids: list[int], log_probs: list[float] | None, mask: int) -> None:
+        self.response_ids += ids
+        self.response_mask += [mask] * len(ids)
+        self.log_probs += list(log_probs) if log_probs is not None else [0.0] * len(ids)
+
+
+@register_agent_loop("tool_agent")
+class ToolAgentLoop(AgentLoop):
+    """Multi-turn generation with tool calls, limited by ``rollout.multi_turn`` (see the module docstring)."""
+
+    def __init__(self, context: AgentLoopContext):
+        super().__init__(context)
+        self.multi_turn = context.config.multi_turn
+        self.parse = get_tool_parser(self.multi_turn.format)
+        self._base_ids = self._encode(self._render(_DELTA_BASE, add_generation_prompt=False))
+
+    async def run(
+        self, row: dict[str, Any], client: ServerClient, sampling: SamplingConfig, max_tokens: int
+    ) -> AgentLoopOutput:
+        """One multi-turn trajectory of at most ``max_tokens`` response tokens (see ``AgentLoop.run``)."""
+        traj = _Trajectory(self._prompt_ids(row))
+        try:
+            finish_reason = await self._turns(traj, row, client, sampling, max_tokens)
+        finally:
+            tool_rewards = await self._release(traj)
+        versions = traj.versions or [-1]
+        return AgentLoopOutput(
+            prompt_ids=traj.prompt_ids,
+            response_ids=traj.response_ids,
+            response_mask=traj.response_mask,
+            response_log_probs=traj.log_probs,
+            num_turns=traj.assistant_turns + traj.user_turns,
+            min_weight_version=min(versions),
+            max_weight_version=max(versions),
+            finish_reason=finish_reason,
+            metrics=self._metrics(traj),
+            tool_rewards=tool_rewards,
+        )
+
+    async def _turns(
+        self,
+        traj: _Trajectory,
+        row: dict[str, Any],
+        client: ServerClient,
+        sampling: SamplingConfig,
+        budget: int,
+    ) -> str:
+        """Alternate generations and tool turns until a stop condition; returns the finish reason."""
+        mt = self.multi_turn
+        while len(traj.response_ids) < budget:
+            room = budget - len(traj.response_ids)
+            out: TokenOutput = await client.generate(traj.prompt_ids + traj.response_ids, sampling, room)
+            traj.add(list(out.token_ids[:room]), out.log_probs[:room], mask=1)
+            traj.assistant_turns += 1
+            traj.versions.append(out.weight_version)
+            if out.finish_reason != "stop":
+                return out.finish_reason
+            parsed = self.parse(self.tokenizer.decode(out.token_ids, skip_special_tokens=False))
+            if not parsed.calls and not parsed.errors:
+                return "stop"
+            if mt.max_assistant_turns is not None and traj.assistant_turns >= mt.max_assistant_turns:
+                return "max_assistant_turns"
+            if mt.max_user_turns is not None and traj.user_turns >= mt.max_user_turns:
+                return "max_user_turns"
+            if len(traj.response_ids) >= budget:
+                break
+            observation = self._observation_ids(await self._tool_turn(parsed, row, traj))
+            traj.user_turns += 1
+            room = budget - len(traj.response_ids)
+            traj.add(observation[:room], None, mask=0)
+            if len(observation) >= room:
+                break
+        return "length"
+
+    # ---- tools ---------------------------------------------------------------------------------
+
+    async def _tool_turn(self, parsed: ParsedToolCalls, row: dict[str, Any], traj: _Trajectory) -> list[str]:
+        """The result texts of one assistant turn's calls (in order), then one per unreadable call."""
+        calls = parsed.calls[: self.multi_turn.max_parallel_calls]
+        traj.counts["tool_calls_dropped"] += len(parsed.calls) - len(calls)
+        traj.counts["tool_parse_errors"] += len(parsed.errors)
+        create_errors = await self._create_instances({c.name for c in calls}, row, traj)
+        texts = await asyncio.gather(*(self._call(c, traj, create_errors) for c in calls))
+        limit, side = self.multi_turn.max_tool_response_length, self.multi_turn.tool_response_truncate_side
+        texts += [f"Error: {e}" for e in parsed.errors]
+        return [truncate_tool_response(t, limit, side) for t in texts]
+
+    async def _create_instances(
+        self, names: set[str], row: dict[str, Any], traj: _Trajectory
+    ) -> dict[str, str]:
+        """Create this trajectory's instance of each named tool not yet created; returns errors by name."""
+        errors = {}
+        tools_kwargs = row.get("tools_kwargs") or {}
+        for name in sorted(names - set(traj.instances)):
+            tool = self.context.tools.get(name)
+            if tool is None:
+                continue
+            instance_id = uuid.uuid4().hex
+            kwargs = (tools_kwargs.get(name) or {}).get("create_kwargs") or {}
+            try:
+                await asyncio.wait_for(tool.create(instance_id, **kwargs), self.multi_turn.tool_timeout_s)
+                traj.instances[name] = instance_id
+            except Exception as err:  # a tool's failure is the model's observation
+                errors[name] = f"Error: tool {name!r} could not start: {_describe(err)}"
+        return errors
+
+    async def _call(self, call: ToolCall, traj: _Trajectory, create_errors: dict[str, str]) -> str:
+        """Run one call; any failure becomes an error text for the model and counts in tool_errors."""
+        traj.counts["tool_calls"] += 1
+        traj.counts[f"tool_calls/{call.name}"] += 1
+        tool: BaseTool | None = self.context.tools.get(call.name)
+        if tool is None or call.name in create_errors:
+            traj.counts["tool_errors"] += 1
+            known = ", ".join(sorted(self.context.tools)) or "none"
+            return create_errors.get(call.name) or f"Error: unknown tool {call.name!r}; available: {known}."
+        timeout = self.multi_turn.tool_timeout_s
+        start = time.perf_counter()
+        try:
+            response: ToolResponse = await asyncio.wait_for(
+                tool.execute(traj.instances[call.name], call.arguments), timeout
+            )
+        except asyncio.TimeoutError:
+            traj.counts["tool_errors"] += 1
+            return f"Error: {call.name} did not finish within {timeout:g} s."
+        except Exception as err:  # a tool's failure is the model's observation
+            traj.counts["tool_errors"] += 1
+            return f"Error: {call.name} failed: {_describe(err)}"
+        finally:
+            traj.latencies.append(time.perf_counter() - start)
+        if response.reward is not None:
+            traj.counts["tool_step_reward"] += response.reward
+        for key, value in response.metrics.items():
+            traj.tool_metrics.setdefault(f"{call.name}/{key}", []).append(float(value))
+        return response.text
+
+    async def _release(self, traj: _Trajectory) -> float:
+        """Sum each created instance's calc_reward, then release it; failures count in tool_errors."""
+        total, timeout = 0.0, self.multi_turn.tool_timeout_s
+        for name, instance_id in traj.instances.items():
+            tool = self.context.tools[name]
+            try:
+                total += float(await asyncio.wait_for(tool.calc_reward(instance_id), timeout))
+            except Exception:  # scoring goes on without this tool's reward
+                traj.counts["tool_errors"] += 1
+            try:
+                await asyncio.wait_for(tool.release(instance_id), timeout)
+            except Exception:  # a tool that cannot clean up must not fail the trajectory
+                traj.counts["tool_errors"] += 1
+        traj.instances.clear()
+        return total
+
+    def _metrics(self, traj: _Trajectory) -> dict[str, float]:
+        metrics = {
+            key: 0.0 for key in ("tool_calls", "tool_errors", "tool_parse_errors", "tool_calls_dropped")
+        }
+        metrics.update({key: float(value) for key, value in traj.counts.items()})
+        metrics["tool_latency_s"] = sum(traj.latencies) / len(traj.latencies) if traj.latencies else 0.0
+        metrics["assistant_turns"] = float(traj.assistant_turns)
+        metrics["user_turns"] = float(traj.user_turns)
+        metrics.update({key: sum(v) / len(v) for key, v in traj.tool_metrics.items()})
+        return metrics
+
+    # ---- tokens --------------------------------------------------------------------------------
+
+    def _prompt_ids(self, row: dict[str, Any]) -> list[int]:
+        """The row's messages rendered with the tool schemas; its ``prompt_ids`` when it has no messages."""
+        messages = row.get("messages")
+        if messages is None or len(messages) == 0:
+            return list(row["prompt_ids"])
+        messages = [dict(m) for m in messages]
+        return self._encode(
+            self._render(messages, add_generation_prompt=True, tools=self.context.tool_schemas())
+        )
+
+    def _observation_ids(self, texts: list[str]) -> list[int]:
+        """Tokens of the tool messages ``texts`` and the next generation prompt, as the chat template renders them.
+
+        The model's turn ends with its EOS; whatever the template writes after an assistant message's EOS
+        (e.g. a newline) belongs to the observation, so the delta is taken from just after that EOS.
+        """
+        tool_messages = [{"role": "tool", "content": text} for text in texts]
+        full = self._encode(self._render(_DELTA_BASE + tool_messages, add_generation_prompt=True))
+        cut = _after_last(self._base_ids, self.tokenizer.eos_token_id)
+        if full[:cut] != self._base_ids[:cut]:
+            raise ValueError(
+                "the chat template renders earlier turns differently once tool messages follow them, so tool "
+                "observations cannot be appended token by token; use a template that only appends (e.g. "
+                "verl_lite.workers.tools.TOOL_CHAT_TEMPLATE)."
+            )
+        return full[cut:]
+
+    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools=None) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages,
+            tools=tools,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            chat_template=self.context.chat_template,
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+def _after_last(ids: list[int], token_id: int | None) -> int:
+    """The index just after the last ``token_id`` in ``ids`` (``len(ids)`` when it does not occur)."""
+    for i in range(len(ids) - 1, -1, -1):
+        if ids[i] == token_id:
+            return i + 1
+    return len(ids)
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__

@@ -1,0 +1,98 @@
+"""Load a yaml tool list in verl's format into tool objects, with one-sentence errors naming the entry.
+
+    tools:
+      - class_name: verl_lite.workers.tools.calculator.calculator   # a @tool function ...
+      - class_name: my_pkg.search.SearchTool                        # ... or a BaseTool subclass
+        config: {top_k: 3}                                          # passed to the class
+        tool_schema: {type: function, function: {name: search, description: ..., parameters: {...}}}
+
+A ``BaseTool`` class is built as ``Class(config=config, tool_schema=tool_schema)``; a ``@tool`` function
+keeps the schema of its signature unless the entry gives one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from verl_lite.workers.tools.base import BaseTool, schema_problem
+from verl_lite.workers.tools.function_tool import FunctionTool
+
+_ENTRY_KEYS = ("class_name", "config", "tool_schema")
+
+
+class ToolConfigError(ValueError):
+    """A tool yaml that cannot be loaded; the message names the file, the entry and what is valid."""
+
+
+def load_tools(path: str) -> dict[str, BaseTool]:
+    """The tools of the yaml file at ``path``, by the name the model calls them."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            tree = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ToolConfigError(
+            f"tool config {path} does not exist; set multi_turn.tool_config_path to a yaml file."
+        ) from None
+    except yaml.YAMLError as err:
+        raise ToolConfigError(f"tool config {path} is not valid yaml: {str(err).splitlines()[0]}") from None
+    entries = tree.get("tools") if isinstance(tree, dict) else None
+    if not isinstance(entries, list):
+        raise ToolConfigError(
+            f"tool config {path} must hold a top-level 'tools' list of {{class_name, config, tool_schema}} "
+            f"entries, got {type(tree).__name__ if not isinstance(tree, dict) else 'no tools list'}."
+        )
+    tools: dict[str, BaseTool] = {}
+    for index, entry in enumerate(entries):
+        where = f"tool config {path}: tools[{index}]"
+        built = _build(entry, where)
+        if built.name in tools:
+            raise ToolConfigError(
+                f"{where} is a second tool named {built.name!r}; tool names must be unique."
+            )
+        tools[built.name] = built
+    return tools
+
+
+def _build(entry: Any, where: str) -> BaseTool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str):
+        raise ToolConfigError(f'{where} needs a class_name string ("pkg.module.Class"), got {entry!r}.')
+    unknown = sorted(set(entry) - set(_ENTRY_KEYS))
+    if unknown:
+        raise ToolConfigError(f"{where} has unknown keys {unknown}; valid keys: {', '.join(_ENTRY_KEYS)}.")
+    class_name, config = entry["class_name"], entry.get("config") or {}
+    schema = entry.get("tool_schema")
+    if not isinstance(config, dict):
+        raise ToolConfigError(f"{where}.config must be a mapping, got {config!r}.")
+    if schema is not None and schema_problem(schema):
+        raise ToolConfigError(f"{where}: {schema_problem(schema)}")
+    target = _import(class_name, where)
+    if isinstance(target, FunctionTool):
+        return FunctionTool(target.fn, config=config, tool_schema=schema or target.tool_schema)
+    if isinstance(target, type) and issubclass(target, BaseTool):
+        if schema is None and target.tool_schema is None:
+            raise ToolConfigError(f"{where} ({class_name}) needs a tool_schema: the class defines none.")
+        try:
+            return target(config=config, tool_schema=schema)
+        except Exception as err:
+            raise ToolConfigError(f"{where}: {class_name}(config={config!r}) failed: {err}") from err
+    raise ToolConfigError(
+        f"{where}: {class_name} is a {type(target).__name__}, not a BaseTool subclass or a @tool function."
+    )
+
+
+def _import(class_name: str, where: str) -> Any:
+    module_name, _, attr = class_name.rpartition(".")
+    if not module_name:
+        raise ToolConfigError(
+            f'{where}: class_name {class_name!r} must be a dotted path, "pkg.module.Class".'
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ToolConfigError(f"{where}: class_name {class_name!r} cannot be imported ({err}).") from None
+    if not hasattr(module, attr):
+        raise ToolConfigError(f"{where}: module {module_name} has no {attr!r} (class_name {class_name!r}).")
+    return getattr(module, attr)
