@@ -87,6 +87,7 @@ def _batch_problems(config: PPOConfig) -> list[str]:
     for key, value in (
         ("data.train_batch_size", data.train_batch_size),
         ("actor_rollout_ref.rollout.n", rollout.n),
+        ("actor_rollout_ref.rollout.max_num_seqs", rollout.max_num_seqs),
         ("actor_rollout_ref.actor.ppo_mini_batch_size", actor.ppo_mini_batch_size),
         ("trainer.n_gpus_per_node", config.trainer.n_gpus_per_node),
         ("trainer.nnodes", config.trainer.nnodes),

@@ -232,6 +232,9 @@ class RolloutConfig:
     response_length: int = 32
     # Prompts per generate call on one rank.
     micro_batch_size: int = 64
+    # Most sequences a rollout server decodes together: hf gathers up to this many queued requests into one
+    # batched generate; vLLM schedules at most this many at once.
+    max_num_seqs: int = 256
     # Trajectories per forward when computing old log-probs (the actor's, before the update) on one rank.
     log_prob_micro_batch_size_per_gpu: int = 64
     # vLLM tensor-parallel size of one rollout engine; only 1 today (one engine per colocated worker).
