@@ -22,6 +22,24 @@ def test_grpo_three_steps_with_hf_rollout(tmp_path):
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
 
 
+def test_grpo_with_standalone_hf_rollout_servers_two_steps(tmp_path):
+    # Two rollout servers on their own pool; weights reach them through Ray's object store.
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        "actor_rollout_ref.rollout.mode=standalone",
+        "actor_rollout_ref.rollout.nnodes=1",
+        "actor_rollout_ref.rollout.n_gpus_per_node=2",
+        "actor_rollout_ref.rollout.checkpoint_engine=ray",
+        "actor_rollout_ref.rollout.agent.num_workers=2",
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        # the servers sample with the actor's weights: step 1 the initial ones, step 2 the synced ones
+        assert h["training/rollout_probs_diff_mean"] < 1e-4
+        assert h["update_weights/bytes"] > 0 and h["kv/controller_bytes_read"] == 0
+
+
 def test_ppo_with_gae_and_a_critic_two_steps(tmp_path):
     history = train(
         tmp_path,

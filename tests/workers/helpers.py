@@ -5,8 +5,17 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from tests.workers.probes import InspectableActor
-from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from dataclasses import dataclass
+from typing import Any
+
+from tests.workers.probes import InspectableActor, InspectableRollout
+from verl_lite.single_controller.ray import (
+    RayClassWithInitArgs,
+    RayResourcePool,
+    RayWorkerGroup,
+    create_colocated_worker_cls,
+)
+from verl_lite.workers.agent_loop.manager import AgentLoopManager
 
 PROMPTS = [[3, 4, 13, 5], [6, 14, 7], [8, 9, 15, 10, 11], [12, 13]]
 RESPONSES = [[5, 6, 1], [7, 8, 9, 10], [11], [3, 4, 5, 6, 7]]
@@ -29,7 +38,6 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
             "n": 2,
             "prompt_length": 16,
             "response_length": 6,
-            "micro_batch_size": 8,
         },
     }
 
@@ -37,11 +45,12 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
 def make_group(
     model_dir: str,
     ranks: int,
-    role: str = "actor_rollout_ref",
+    role: str = "actor_ref",
     name: str = "actor",
     rollout_name: str = "hf",
     **actor,
 ):
+    """A policy-worker group (actor and/or ref roles, no rollout) on its own pool."""
     group = RayWorkerGroup(
         RayResourcePool([ranks], name_prefix=name),
         RayClassWithInitArgs(
@@ -50,6 +59,52 @@ def make_group(
     )
     group.init_model()
     return group
+
+
+@dataclass
+class Hybrid:
+    """The hybrid placement: actor and rollout server colocated per process, and the agent-loop manager."""
+
+    actor: Any
+    rollout: Any
+    agent_loop: Any
+    colocated: Any
+
+    def sync(self, version: int) -> list[dict]:
+        return self.rollout.receive_weights(self.actor.send_weights(version), version)
+
+
+def make_hybrid(
+    model_dir: str,
+    ranks: int,
+    name: str = "hybrid",
+    rollout_name: str = "hf",
+    sleeps: bool = False,
+    reward_config: Any = None,
+    rollout: dict | None = None,
+    **actor,
+) -> Hybrid:
+    """Actor + rollout server in each of ``ranks`` processes (as main_ppo's hybrid placement builds them)."""
+    config = actor_config(model_dir, rollout_name, **actor)
+    config["rollout"].update(rollout or {})
+    roles = {
+        "actor": RayClassWithInitArgs(InspectableActor, config=config, role="actor"),
+        "rollout": RayClassWithInitArgs(InspectableRollout, config=config, sleeps_between_steps=sleeps),
+    }
+    colocated = RayWorkerGroup(RayResourcePool([ranks], name_prefix=name), create_colocated_worker_cls(roles))
+    groups = colocated.spawn(set(roles))
+    for role in roles:
+        groups[role].init_model()
+    from verl_lite.utils.config import from_config
+    from verl_lite.workers.config import ActorRolloutRefConfig
+
+    manager = AgentLoopManager(from_config(ActorRolloutRefConfig, config), reward_config, groups["rollout"])
+    return Hybrid(groups["actor"], groups["rollout"], manager, colocated)
+
+
+def release_hybrid(hybrid: Hybrid) -> None:
+    hybrid.agent_loop.shutdown()
+    release(hybrid.colocated)
 
 
 def release(group) -> None:

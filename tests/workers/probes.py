@@ -5,16 +5,18 @@ from __future__ import annotations
 import torch
 
 from verl_lite.single_controller import Dispatch, register
-from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
-from verl_lite.workers.rollout import HFRollout, register_rollout
+from verl_lite.workers.policy import PolicyWorker
+from verl_lite.workers.rollout import HFServer, register_rollout
+from verl_lite.workers.rollout.worker import RolloutWorker
 
 
 @register_rollout("hf_sleep_probe")
-class SleepProbeRollout(HFRollout):
-    """HF rollout that can sleep the way vLLM's level 1 does, and records the order of calls.
+class SleepProbeServer(HFServer):
+    """HF server that can sleep the way vLLM's level 1 does, and records the order of calls.
 
     Sleeping moves the weights aside and zeroes the served ones (as if they had left the device);
     generating while asleep raises, and waking after a weight sync would restore stale weights.
+    Consecutive requests of one generation are recorded as one ``generate`` event.
     """
 
     def __init__(self, *args, **kwargs):
@@ -26,34 +28,55 @@ class SleepProbeRollout(HFRollout):
     def supports_sleep(self) -> bool:
         return True
 
-    def generate(self, prompts, sampling, max_tokens):
+    async def generate(self, request_id, prompt_ids, sampling, max_tokens):
         if self.stash is not None:
             raise RuntimeError("generate called on a sleeping rollout")
-        self.events.append("generate")
-        return super().generate(prompts, sampling, max_tokens)
+        if not self.events or self.events[-1] != "generate":
+            self.events.append("generate")
+        return await super().generate(request_id, prompt_ids, sampling, max_tokens)
 
-    def load_weights(self, named_tensors) -> None:
+    async def load_weights(self, named_tensors, version) -> None:
         if self.stash is not None:
             raise RuntimeError("load_weights called on a sleeping rollout")
         self.events.append("load_weights")
-        super().load_weights(named_tensors)
+        await super().load_weights(named_tensors, version)
 
-    @torch.no_grad()
-    def sleep(self) -> None:
+    async def sleep(self) -> None:
         self.events.append("sleep")
-        self.stash = {name: p.detach().clone() for name, p in self.model.named_parameters()}
-        for p in self.model.parameters():
-            p.zero_()
+        with torch.no_grad():
+            self.stash = {name: p.detach().clone() for name, p in self.model.named_parameters()}
+            for p in self.model.parameters():
+                p.zero_()
 
-    @torch.no_grad()
-    def wake_up(self) -> None:
+    async def wake_up(self) -> None:
         self.events.append("wake_up")
-        for name, p in self.model.named_parameters():
-            p.copy_(self.stash[name])
+        with torch.no_grad():
+            for name, p in self.model.named_parameters():
+                p.copy_(self.stash[name])
         self.stash = None
 
 
-class InspectableActor(ActorRolloutRefWorker):
+class InspectableRollout(RolloutWorker):
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def rollout_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logits of the served model (for checking that a weight sync arrived)."""
+        return self.server.logits(input_ids, attention_mask)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def sleep_state(self) -> dict:
+        """Whether the server sleeps here, is asleep now, and (probe backend) the calls it saw."""
+        events = getattr(self.server, "events", None)
+        return {"sleeps": self.sleeps_between_steps, "asleep": self.asleep, "events": events}
+
+
+class InspectableActor(PolicyWorker):
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def actor_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logits of the actor model on full sequences."""
+        with torch.no_grad():
+            self.actor.model.eval()
+            return self.actor.forward({"input_ids": input_ids, "attention_mask": attention_mask}).cpu()
+
     @register(dispatch_mode=Dispatch.RANK_ZERO)
     def full_weights(self) -> dict:
         return {name: t.detach().clone().cpu() for name, t in self.actor.named_full_parameters()}
@@ -64,12 +87,6 @@ class InspectableActor(ActorRolloutRefWorker):
         self.sync = get_checkpoint_engine(name)(
             self.config.rollout.update_weights_bucket_megabytes, rank=self.rank
         )
-
-    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def rollout_sleep_state(self) -> dict:
-        """Whether the rollout sleeps here, is asleep now, and (probe backend) the calls it saw."""
-        events = getattr(self.rollout, "events", None)
-        return {"sleeps": self.rollout_sleeps, "asleep": self.rollout_asleep, "events": events}
 
     @register(dispatch_mode=Dispatch.RANK_ZERO)
     def optimizer_state(self) -> dict:

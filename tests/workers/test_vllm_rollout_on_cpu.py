@@ -1,31 +1,33 @@
-"""The vLLM rollout backend inside a Ray worker: generation, in-place weight sync, matching log-probs."""
+"""The vLLM rollout server inside a Ray worker: generation, in-place weight sync, matching log-probs."""
 
 import pytest
 import torch
 from tensordict import TensorDict
 
-from tests.workers.helpers import PROMPTS, jagged, make_group, put_trajectories, release
-from verl_lite.workers.actor_rollout_ref import rollout_probs_diff_mean
+from tests.workers.helpers import PROMPTS, jagged, make_hybrid, put_trajectories, release_hybrid
+from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.workers.policy import PROBS_DIFF
 
 # Needs vLLM; tests/conftest.py fails it when vLLM is part of the set-up but broken.
 pytestmark = pytest.mark.vllm
 
 
-def test_vllm_rollout_after_weight_sync_matches_actor_log_probs(tiny_model_dir, kv_store):
-    group = make_group(tiny_model_dir, 1, role="actor_rollout", name="vllm", rollout_name="vllm")
+def test_vllm_server_after_weight_sync_matches_actor_log_probs(tiny_model_dir, kv_store):
+    hybrid = make_hybrid(tiny_model_dir, 1, name="vllm", rollout_name="vllm", sleeps=True)
     try:
-        group.update_actor(group.compute_log_prob(put_trajectories(kv_store)))  # actor now differs from disk
-        group.update_weights(5)
-        assert group.weight_version() == [5]
+        hybrid.actor.update_actor(hybrid.actor.compute_log_prob(put_trajectories(kv_store)))  # now differs from disk
+        hybrid.sync(5)
+        assert hybrid.rollout.weight_version() == [5]
         prompts = kv_store.kv_batch_put(["v0", "v1"], "train", tags=[{"uid": "v0"}, {"uid": "v1"}])
         kv_store.kv_batch_put(prompts.keys, "train", fields=TensorDict({"prompts": jagged(PROMPTS[:2])}, [2]))
-        trajectories = group.generate_sequences(prompts)
-        assert sorted(trajectories.keys) == ["v0_0_0", "v0_1_0", "v1_0_0", "v1_1_0"]
-        assert all(0 < t["response_len"] <= 6 for t in trajectories.tags)
+        trajectories = hybrid.agent_loop.generate_sequences(prompts)
+        assert trajectories.keys == ["v0_0_0", "v0_1_0", "v1_0_0", "v1_1_0"]
+        assert all(0 < t["response_len"] <= 6 and t["max_weight_version"] == 5 for t in trajectories.tags)
         # vLLM's log-probs of its own samples equal the trained actor's: the new weights arrived in place.
-        assert rollout_probs_diff_mean(group.compute_log_prob(trajectories)) < 1e-5
-        # vLLM's sleep mode is CUDA-only: on CPU free_cache_engine (on by default) is skipped, never half-done.
+        scored = hybrid.actor.compute_log_prob(trajectories)
+        assert combine_shard_stats([scored.stats])[f"{PROBS_DIFF}/mean"] < 1e-5
+        # vLLM's sleep mode is CUDA-only: on CPU free_cache_engine is skipped, never half-done.
         if not torch.cuda.is_available():
-            assert group.rollout_sleep_state()[0]["sleeps"] is False
+            assert hybrid.rollout.sleep_state()[0]["sleeps"] is False
     finally:
-        release(group)
+        release_hybrid(hybrid)

@@ -1,6 +1,7 @@
 """Decide what happens to verl command-line keys that verl_lite accepts without using them.
 
-verl's example scripts set keys verl_lite has no use for (``use_liger``, ``rollout.mode`` ...).
+verl's example scripts set keys verl_lite has no use for (``use_liger``, ``multi_turn.enable`` ...),
+and verl values of keys verl_lite shares (``rollout.mode=async``, see :data:`VERL_VALUES`).
 ``configs/verl_compat.yaml`` gives each a place at verl's path, so Hydra takes the override;
 :data:`VERL_KEYS` below says, per key, which values pass silently, which pass with a one-line
 notice of what verl_lite does instead, and which are refused with the verl_lite equivalent.
@@ -36,6 +37,8 @@ class VerlKey:
     instead: str = ""
     noticed: tuple[Any, ...] | None = None
     refusal: str = ""
+    # (path, value) pairs of verl_lite keys a noticed value sets (the verl_lite way to ask for the same)
+    sets: tuple[tuple[str, Any], ...] = ()
 
     def treatment(self, value: Any) -> str:
         """``"quiet"``, ``"notice"`` or ``"refused"`` for ``value``."""
@@ -70,21 +73,25 @@ VERL_KEYS = (
         instead="not used; verl_lite computes log-probs from logits of the response positions only.",
     ),
     VerlKey(
-        "actor_rollout_ref.rollout.mode",
-        quiet=("sync",),
-        instead="verl_lite's rollout is colocated (hybrid) with the actor and generates each step's batch "
-        "in one call; it runs as sync.",
-        noticed=("async",),
-        refusal="is not a rollout mode verl_lite runs; use sync (or verl's async, which runs as sync).",
-    ),
-    VerlKey(
         "actor_rollout_ref.rollout.multi_turn.enable",
         quiet=(False,),
-        noticed=(),
-        refusal="asks for multi-turn rollouts, which verl_lite does not have yet; its rollouts are "
-        "single-turn, so leave it false.",
+        instead="verl_lite picks the agent loop per row (an agent_name column) or by "
+        "actor_rollout_ref.rollout.agent.default_agent_loop; true sets that to tool_agent.",
+        noticed=(True,),
+        refusal="is not a boolean; leave it false or choose the agent loop with "
+        "actor_rollout_ref.rollout.agent.default_agent_loop.",
+        sets=(("actor_rollout_ref.rollout.agent.default_agent_loop", "tool_agent"),),
     ),
 )
+
+# verl values of keys verl_lite also has, with the verl_lite value they mean and why.
+VERL_VALUES = {
+    "actor_rollout_ref.rollout.mode": {
+        "sync": ("hybrid", "rollout servers in the actor's processes (verl_lite has no batch rollout)."),
+        "async": ("hybrid", "verl_lite's rollout is always servers driven by agent loops, here in the actor's "
+                  "processes."),
+    },
+}
 
 
 def drop_verl_keys(cfg: Any) -> tuple[DictConfig, list[str]]:
@@ -104,9 +111,17 @@ def drop_verl_keys(cfg: Any) -> tuple[DictConfig, list[str]]:
             treatment = key.treatment(value)
             if treatment == "notice":
                 notices.append(f"{key.path}={value}: {key.instead}")
+                for path, wanted in key.sets:
+                    OmegaConf.update(cfg, path, wanted, merge=False)
             elif treatment == "refused":
                 problems.append(f"{key.path}={value!r} {key.refusal}")
             _drop_if_empty(cfg, parent_path)
+        for path, aliases in VERL_VALUES.items():
+            value = OmegaConf.select(cfg, path)
+            if value in aliases:
+                ours, why = aliases[value]
+                OmegaConf.update(cfg, path, ours, merge=False)
+                notices.append(f"{path}={value} (verl) runs as {ours}: {why}")
     if problems:
         raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
     return cfg, notices

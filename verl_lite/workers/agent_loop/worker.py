@@ -120,7 +120,7 @@ class AgentLoopWorker:
         rollout = self.config.rollout
         model = self.config.model
         self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path or model.path)
-        self.context = AgentLoopContext.build(self.tokenizer, rollout)
+        self.context = AgentLoopContext.from_config(self.tokenizer, rollout)
         self.default_agent = rollout.agent.default_agent_loop
         self.servers = LeastLoadedServers(endpoints, offset=index)
         self.reward_manager = None
@@ -351,6 +351,8 @@ class AgentLoopWorker:
         for i, prompt in enumerate(td.get("prompts").unbind()):
             row = {name: values[i] for name, values in columns.items()}
             row["prompt_ids"] = prompt.tolist()
+            # verl's data files carry per-row tool arguments in extra_info.tools_kwargs
+            row["tools_kwargs"] = (row.get("extra_info") or {}).get("tools_kwargs") or {}
             rows.append(row)
         return rows
 

@@ -123,7 +123,7 @@ class RolloutWorker(Worker):
         return self.server.weight_version
 
     def __del__(self) -> None:
-        if self.host is not None:
+        if getattr(self, "host", None) is not None:
             self.host.shutdown()
 
 
