@@ -32,8 +32,8 @@ RUN_CALLS = {"train", "run", "check_call", "check_output"}
 OVERRIDE = re.compile(r"^[~+]*([A-Za-z_][\w.]*)=(.*)$", re.DOTALL)
 # Registered names main_ppo's validation refuses, by registry: the override that asks for each.
 REFUSED = {
+    # nccl broadcasts between GPUs: refused on a machine without CUDA, before Ray starts
     "checkpoint engine": {
-        "ray": "actor_rollout_ref.rollout.checkpoint_engine=ray",
         "nccl": "actor_rollout_ref.rollout.checkpoint_engine=nccl",
     },
 }
@@ -49,8 +49,10 @@ def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
     from verl_lite.trainer.ppo import trainer_sync  # noqa: F401  registers "sync"
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
+    from verl_lite.workers.agent_loop import AGENT_LOOPS
     from verl_lite.workers.engine import ENGINES
     from verl_lite.workers.rollout import ROLLOUTS
+    from verl_lite.workers.tools.parsers import TOOL_PARSERS
 
     arr = "actor_rollout_ref"
     return {
@@ -60,6 +62,8 @@ def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
         "KL estimator": (KL_PENALTIES, ("algorithm.kl_penalty", f"{arr}.actor.kl_loss_type")),
         "KL controller": (KL_CONTROLLERS, ("algorithm.kl_ctrl.type",)),
         "rollout backend": (ROLLOUTS, (f"{arr}.rollout.name",)),
+        "agent loop": (AGENT_LOOPS, (f"{arr}.rollout.agent.default_agent_loop",)),
+        "tool parser": (TOOL_PARSERS, (f"{arr}.rollout.multi_turn.format",)),
         "training engine": (ENGINES, (f"{arr}.engine.name", "critic.engine.name")),
         "checkpoint engine": (CHECKPOINT_ENGINES, (f"{arr}.rollout.checkpoint_engine",)),
         "reward manager": (REWARD_MANAGERS, ("reward.reward_manager",)),

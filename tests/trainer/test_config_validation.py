@@ -114,11 +114,33 @@ BAD_CONFIGS = [
     (["data.val_batch_size=0"], "data.val_batch_size=0 is invalid; use a positive integer"),
     (
         ["actor_rollout_ref.rollout.checkpoint_engine=nccl"],
-        "actor_rollout_ref.rollout.checkpoint_engine='nccl' is not driven by any trainer flow yet",
+        "actor_rollout_ref.rollout.checkpoint_engine='nccl' does not serve actor_rollout_ref.rollout.mode='hybrid'",
     ),
     (
         ["actor_rollout_ref.rollout.checkpoint_engine=ray"],
-        "actor_rollout_ref.rollout.checkpoint_engine='ray' is not driven by any trainer flow yet",
+        "actor_rollout_ref.rollout.checkpoint_engine='ray' does not serve actor_rollout_ref.rollout.mode='hybrid'; "
+        "use one of naive",
+    ),
+    (
+        ["actor_rollout_ref.rollout.mode=standalone", "actor_rollout_ref.rollout.checkpoint_engine=nccl"],
+        "actor_rollout_ref.rollout.checkpoint_engine='nccl' is not driven by main_ppo's trainer yet",
+    ),
+    (
+        ["actor_rollout_ref.rollout.mode=standalone"],
+        "actor_rollout_ref.rollout.checkpoint_engine='naive' does not serve actor_rollout_ref.rollout.mode="
+        "'standalone'; use one of ray",
+    ),
+    (
+        ["actor_rollout_ref.rollout.mode=remote"],
+        "actor_rollout_ref.rollout.mode='remote' is not valid; use one of hybrid, standalone",
+    ),
+    (
+        ["actor_rollout_ref.rollout.agent.num_workers=0"],
+        "actor_rollout_ref.rollout.agent.num_workers=0 is not valid; use an integer >= 1",
+    ),
+    (
+        ["actor_rollout_ref.rollout.agent.default_agent_loop=react"],
+        "actor_rollout_ref.rollout.agent.default_agent_loop='react' is not registered; known: single_turn, tool_agent",
     ),
     (
         ["actor_rollout_ref.rollout.checkpoint_engine=gloo"],

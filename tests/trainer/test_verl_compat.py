@@ -102,16 +102,28 @@ def test_verl_gsm8k_command_line_loads_with_one_notice_per_unused_key(capsys):
     assert config.actor_rollout_ref.ref.fsdp_config.param_offload is True
 
 
-def test_refused_verl_values_are_reported_together():
+def test_verls_rollout_modes_run_as_hybrid_and_multi_turn_enable_picks_the_tool_agent(capsys):
     cfg = compose_config(
         "ppo_trainer",
-        ["actor_rollout_ref.rollout.mode=standalone", "actor_rollout_ref.rollout.multi_turn.enable=true"],
+        ["actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.multi_turn.enable=true"],
+    )
+    config = load_config(cfg)
+    assert config.actor_rollout_ref.rollout.mode == "hybrid"
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"
+    notices = capsys.readouterr().err
+    assert "actor_rollout_ref.rollout.mode=async (verl) runs as hybrid" in notices
+    assert "actor_rollout_ref.rollout.multi_turn.enable=True" in notices
+
+
+def test_a_refused_verl_value_names_the_key_and_what_to_use():
+    cfg = compose_config(
+        "ppo_trainer",
+        ["actor_rollout_ref.model.use_liger=true", "actor_rollout_ref.rollout.multi_turn.enable=maybe"],
     )
     with pytest.raises(ValueError) as err:
         load_config(cfg)
     message = str(err.value)
-    assert "actor_rollout_ref.rollout.mode='standalone'" in message and "use sync" in message
-    assert "actor_rollout_ref.rollout.multi_turn.enable=True" in message
+    assert "actor_rollout_ref.rollout.multi_turn.enable='maybe'" in message and "is not a boolean" in message
 
 
 def test_verl_compat_yaml_declares_exactly_the_compat_keys_with_quiet_defaults():

@@ -35,6 +35,8 @@ class CheckpointEngine(ABC):
     # Where the rollout must live for this backend: "colocated" (in the actor's process, the hybrid
     # placement) or "standalone" (the rollout on its own resource pool).
     placement: ClassVar[str] = "standalone"
+    # Whether the trainer drives this backend (validation refuses the others for main_ppo).
+    driven_by_trainer: ClassVar[bool] = True
 
     def __init__(self, bucket_megabytes: int = 512, rank: int = 0):
         self.bucket_bytes = int(bucket_megabytes) * 1024**2

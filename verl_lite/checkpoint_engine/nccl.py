@@ -23,6 +23,10 @@ from verl_lite.checkpoint_engine.base import CheckpointEngine, buckets, register
 class NcclCheckpointEngine(CheckpointEngine):
     """GPU-to-GPU broadcast of weights in buckets over a dedicated NCCL group."""
 
+    # Its sync group (actor rank 0 + every replica) and the concurrent send/receive are not wired
+    # into the trainer yet: main_ppo's standalone placement uses "ray".
+    driven_by_trainer = False
+
     group = None
 
     def join_group(self, master_addr: str, master_port: int, group_rank: int, group_size: int) -> None:

@@ -132,6 +132,7 @@ def _name_problems(config: PPOConfig) -> list[str]:
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
     from verl_lite.workers.engine import ENGINES
+    from verl_lite.workers.agent_loop import AGENT_LOOPS
     from verl_lite.workers.rollout import ROLLOUTS
 
     checks = [
@@ -143,6 +144,11 @@ def _name_problems(config: PPOConfig) -> list[str]:
             LOSS_AGG_MODES,
         ),
         ("actor_rollout_ref.rollout.name", config.actor_rollout_ref.rollout.name, ROLLOUTS),
+        (
+            "actor_rollout_ref.rollout.agent.default_agent_loop",
+            config.actor_rollout_ref.rollout.agent.default_agent_loop,
+            AGENT_LOOPS,
+        ),
         ("actor_rollout_ref.engine.name", config.actor_rollout_ref.engine.name, ENGINES),
         ("trainer.mode", config.trainer.mode, TRAINERS),
         ("reward.reward_manager", config.reward.reward_manager, REWARD_MANAGERS),
@@ -223,12 +229,21 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
     placement = CHECKPOINT_ENGINES.get(name).placement
     wanted = "colocated" if rollout.mode == "hybrid" else "standalone"
     if placement != wanted:
-        fits = [n for n in CHECKPOINT_ENGINES.names() if CHECKPOINT_ENGINES.get(n).placement == wanted]
+        fits = [
+            n
+            for n in CHECKPOINT_ENGINES.names()
+            if CHECKPOINT_ENGINES.get(n).placement == wanted and CHECKPOINT_ENGINES.get(n).driven_by_trainer
+        ]
         return [
             f"{key}.checkpoint_engine={name!r} does not serve {key}.mode={rollout.mode!r}; "
             f"use one of {', '.join(fits)}."
         ]
     problems = []
+    if not CHECKPOINT_ENGINES.get(name).driven_by_trainer:
+        problems.append(
+            f"{key}.checkpoint_engine={name!r} is not driven by main_ppo's trainer yet; "
+            "the standalone placement syncs through 'ray'."
+        )
     if rollout.mode == "standalone":
         for field_name in ("nnodes", "n_gpus_per_node"):
             value = getattr(rollout, field_name)

@@ -215,7 +215,7 @@ class RolloutConfig:
     # Registered rollout backend ("hf" or "vllm").
     name: str = "hf"
     # Where the rollout servers run: "hybrid" (in the actor's processes, weights synced in place) or
-    # "standalone" (their own resource pool of nnodes x n_gpus_per_node, weights through "ray" / "nccl").
+    # "standalone" (their own resource pool of nnodes x n_gpus_per_node, weights through "ray").
     mode: str = "hybrid"
     # Size of the standalone rollout pool (one server per slot); ignored in hybrid.
     nnodes: int = 1
@@ -239,8 +239,8 @@ class RolloutConfig:
     log_prob_micro_batch_size_per_gpu: int = 64
     # vLLM tensor-parallel size of one rollout engine; only 1 today (one engine per colocated worker).
     tensor_model_parallel_size: int = 1
-    # Registered checkpoint-sync backend carrying actor weights to this rollout; the trainer drives "naive"
-    # (colocated); "ray" and "nccl" serve a standalone rollout placement no trainer flow builds yet.
+    # Registered checkpoint-sync backend carrying actor weights to the rollout: "naive" (hybrid, in place),
+    # "ray" (standalone); "nccl" is registered but not driven by the trainer yet.
     checkpoint_engine: str = "naive"
     # Bucket size for weight sync, in MB.
     update_weights_bucket_megabytes: int = 512

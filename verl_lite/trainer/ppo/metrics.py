@@ -60,7 +60,39 @@ def tag_metrics(tags: list[dict], max_response_length: int) -> dict[str, float]:
             extras[name].append(value)
     for name, values in extras.items():
         out[f"reward_extra/{name}/mean"] = sum(values) / len(values)
+    out.update(agent_metrics(tags))
     return out
+
+
+def agent_metrics(tags: list[dict]) -> dict[str, float]:
+    """``agent/num_turns/{mean,max,min}``, ``agent/tool_calls/{mean,max,min}``, ``agent/tool_errors`` (the
+    step's total), ``agent/tool_latency_s/mean`` and the agent loops' other counters (means), from the
+    trajectory tags the agent-loop workers wrote."""
+    turns = [float(t["num_turns"]) for t in tags if "num_turns" in t]
+    if not turns:
+        return {}
+    out = _spread("agent/num_turns", turns)
+    counters: dict[str, list[float]] = defaultdict(list)
+    for tag in tags:
+        for name, value in tag.get("agent", {}).items():
+            counters[name].append(float(value))
+    calls = counters.pop("tool_calls", None)
+    if calls:
+        out.update(_spread("agent/tool_calls", calls))
+    errors = counters.pop("tool_errors", None)
+    if errors:
+        out["agent/tool_errors"] = sum(errors)
+    latency = counters.pop("tool_latency_s", None)
+    if latency:
+        timed = [v for v, n in zip(latency, calls or latency) if n] or latency
+        out["agent/tool_latency_s/mean"] = sum(timed) / len(timed)
+    for name, values in counters.items():
+        out[f"agent/{name}/mean"] = sum(values) / len(values)
+    return out
+
+
+def _spread(name: str, values: list[float]) -> dict[str, float]:
+    return {f"{name}/mean": sum(values) / len(values), f"{name}/max": max(values), f"{name}/min": min(values)}
 
 
 def validation_metrics(tags: list[dict], n: int) -> dict[str, float]:
