@@ -1,4 +1,4 @@
-"""The rollout-backend contract (token ids in, sampled tokens and their log-probs out) and its registry."""
+"""The blocking batch rollout contract the training worker still calls (replaced by ``server.RolloutServer``)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,10 @@ from dataclasses import dataclass
 
 import torch
 
-from verl_lite.utils.registry import Registry
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
 
-ROLLOUTS: Registry[type[RolloutBackend]] = Registry("rollout backend")
-
-
-def register_rollout(name: str):
-    """Class decorator: make a backend selectable by ``rollout.name``."""
-    return ROLLOUTS.register(name)
-
-
-def get_rollout(name: str) -> type[RolloutBackend]:
-    """The backend class registered under ``name`` (the error lists the known backends)."""
-    return ROLLOUTS.get(name)
+# The registry now holds rollout servers; re-exported for the code that still imports it from here.
+from verl_lite.workers.rollout.server import ROLLOUTS, get_rollout, register_rollout  # noqa: F401
 
 
 @dataclass

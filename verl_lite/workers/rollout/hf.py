@@ -1,33 +1,303 @@
-"""Rollout with Hugging Face ``generate``: left-padded batches, sampling, EOS stop, sampled-token log-probs."""
+"""Rollout server on Hugging Face ``generate``: queued requests run as one left-padded batched generate.
+
+Requests that share sampling parameters and ``max_tokens`` are gathered for a few milliseconds (up to
+``rollout.max_num_seqs``) and decoded together in a worker thread, so the event loop keeps accepting
+requests while the model runs. Log-probs are those of the raw logits / temperature (temperature 1 when
+greedy), the convention the actor's old log-probs use.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
-from verl_lite.workers.rollout.base import Generation, RolloutBackend, register_rollout
+from verl_lite.workers.rollout.base import Generation, RolloutBackend
+from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
 from verl_lite.workers.sequences import log_probs_of
 
 
-@register_rollout("hf")
-class HFRollout(RolloutBackend):
-    """A full (unsharded) copy of the policy in this process, generating with ``model.generate``.
+def load_hf_model(model_path: str):
+    """The model at ``model_path`` in eval mode: bf16 on CUDA, fp32 on CPU."""
+    from transformers import AutoModelForCausalLM
 
-    It does not sleep (``supports_sleep`` is False): its KV cache lives only inside each ``generate``
-    call, and the weights stay so that the in-place sync can copy into them.
+    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device).eval()
+
+
+def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask), both (batch, longest prompt), prompts right-aligned."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for i, prompt in enumerate(prompts):
+        input_ids[i, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention_mask[i, width - len(prompt) :] = 1
+    return input_ids, attention_mask
+
+
+def generate_kwargs(sampling: SamplingConfig) -> dict:
+    """``model.generate`` keyword arguments of ``sampling`` (greedy or temperature / top-p / top-k)."""
+    if is_greedy(sampling):
+        return {"do_sample": False}
+    return {
+        "do_sample": True,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k and sampling.top_k > 0 else None,
+    }
+
+
+@torch.no_grad()
+def generate_batch(
+    model,
+    prompts: list[list[int]],
+    sampling: SamplingConfig,
+    max_tokens: int,
+    eos_token_ids: list[int],
+    pad_token_id: int,
+    stopping_criteria=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batched ``model.generate``: (tokens, log_probs), both (batch, new_tokens), rows padded after EOS."""
+    input_ids, attention_mask = left_pad(prompts, pad_token_id)
+    out = model.generate(
+        input_ids=input_ids.to(model.device),
+        attention_mask=attention_mask.to(model.device),
+        max_new_tokens=max_tokens,
+        eos_token_id=eos_token_ids,
+        pad_token_id=pad_token_id,
+        return_dict_in_generate=True,
+        output_logits=True,
+        stopping_criteria=stopping_criteria,
+        **generate_kwargs(sampling),
+    )
+    tokens = out.sequences[:, input_ids.shape[1] :].cpu()
+    logits = torch.stack(out.logits, dim=1).float().cpu()  # (batch, new_tokens, vocab), raw logits
+    temperature = 1.0 if is_greedy(sampling) else sampling.temperature
+    return tokens, log_probs_of(logits, tokens, temperature)
+
+
+def response_length(tokens: torch.Tensor, eos_token_ids: list[int]) -> int | None:
+    """Length of sampled ``tokens`` up to and including the first EOS (None without an EOS)."""
+    is_eos = torch.isin(tokens, torch.tensor(eos_token_ids))
+    return int(is_eos.nonzero()[0, 0]) + 1 if is_eos.any() else None
+
+
+def stop_when_set(flag: threading.Event):
+    """A ``StoppingCriteriaList`` that ends every row of a running ``generate`` once ``flag`` is set."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopWhenSet(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+            return torch.full((input_ids.shape[0],), flag.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopWhenSet()])
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: SamplingConfig
+    max_tokens: int
+    future: asyncio.Future
+
+
+def _batch_key(sampling: SamplingConfig, max_tokens: int) -> tuple:
+    # Requests with equal keys decode identically and can share one generate (n does not matter here).
+    if is_greedy(sampling):
+        return ("greedy", max_tokens)
+    return (sampling.temperature, sampling.top_p, sampling.top_k, max_tokens)
+
+
+@register_rollout("hf")
+class HFServer(RolloutServer):
+    """A full copy of the policy in this process, serving requests by dynamic batching.
+
+    ``num_batches`` / ``num_batched_requests`` count the batched generates run and the requests they
+    served. It does not sleep (``supports_sleep`` is False): its KV cache lives only inside each batch.
+    """
+
+    # Seconds the gatherer waits for the queue to grow again before it runs a batch.
+    gather_window_s = 0.005
+
+    def __init__(
+        self, model_path: str, config: RolloutConfig, eos_token_id: int | list[int], pad_token_id: int
+    ):
+        super().__init__(model_path, config, eos_token_id, pad_token_id)
+        self.model = load_hf_model(model_path)
+        self.num_batches = self.num_batched_requests = 0
+        self._queue: list[_Request] = []
+        self._in_flight = self._decoding = 0
+        self._abort = threading.Event()  # read by the generate thread's stopping criterion
+        self._stopping = stop_when_set(self._abort)
+        # asyncio primitives bind to the loop of their first use: the loop this server is served on.
+        self._arrived = asyncio.Event()
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._model_lock = asyncio.Lock()  # one batch or one weight load at a time
+        self._dispatcher: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def load(self) -> int:
+        return self._in_flight
+
+    @property
+    def num_decoding(self) -> int:
+        """Requests of the batch being decoded now (the rest of ``load`` is queued)."""
+        return self._decoding
+
+    async def generate(
+        self, request_id: str, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int
+    ) -> TokenOutput:
+        if self._dispatcher is None:
+            self._loop = asyncio.get_running_loop()
+            self._dispatcher = asyncio.create_task(self._dispatch(), name="hf-rollout-dispatcher")
+        elif self._dispatcher.done():
+            self._dispatcher.result()  # it died: every later request raises its error instead of hanging
+        request = _Request(list(prompt_ids), sampling, max_tokens, self._loop.create_future())
+        self._in_flight += 1
+        try:
+            self._queue.append(request)
+            self._arrived.set()
+            return await request.future
+        finally:
+            self._in_flight -= 1
+
+    async def _dispatch(self) -> None:
+        while True:
+            await self._arrived.wait()
+            await self._resumed.wait()
+            await self._gather()
+            async with self._model_lock:
+                if not self._resumed.is_set():
+                    continue  # abort_all came during the gather window: hold the queue
+                batch = self._take_batch()
+                if batch:
+                    await self._run(batch)
+
+    async def _gather(self) -> None:
+        seen = -1
+        while len(self._queue) != seen and len(self._queue) < self.config.max_num_seqs:
+            seen = len(self._queue)
+            await asyncio.sleep(self.gather_window_s)
+
+    def _take_batch(self) -> list[_Request]:
+        """The oldest request and the next queued ones with its key, up to ``max_num_seqs``."""
+        self._queue = [r for r in self._queue if not r.future.done()]  # cancelled callers
+        if not self._queue:
+            self._arrived.clear()
+            return []
+        key = _batch_key(self._queue[0].sampling, self._queue[0].max_tokens)
+        batch, rest = [], []
+        for request in self._queue:
+            same = (
+                len(batch) < self.config.max_num_seqs
+                and _batch_key(request.sampling, request.max_tokens) == key
+            )
+            (batch if same else rest).append(request)
+        self._queue = rest
+        if not rest:
+            self._arrived.clear()
+        return batch
+
+    async def _run(self, batch: list[_Request]) -> None:
+        first = batch[0]
+        version = self.weight_version
+        self._decoding = len(batch)
+        try:
+            tokens, log_probs = await asyncio.to_thread(
+                generate_batch,
+                self.model,
+                [r.prompt_ids for r in batch],
+                first.sampling,
+                first.max_tokens,
+                self.eos_token_ids,
+                self.pad_token_id,
+                self._stopping,
+            )
+        except Exception as error:  # noqa: BLE001 - handed to every caller of the batch
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_exception(error)
+            return
+        finally:
+            self._decoding = 0
+        self.num_batches += 1
+        self.num_batched_requests += len(batch)
+        cut_short = self._abort.is_set() and tokens.shape[1] < first.max_tokens
+        for row, request in enumerate(batch):
+            length = response_length(tokens[row], self.eos_token_ids)
+            reason = "stop" if length is not None else ("abort" if cut_short else "length")
+            length = length or tokens.shape[1]
+            if not request.future.done():
+                request.future.set_result(
+                    TokenOutput(
+                        tokens[row, :length].tolist(), log_probs[row, :length].tolist(), reason, version
+                    )
+                )
+
+    async def abort_all(self) -> None:
+        self._resumed.clear()
+        self._abort.set()
+        async with self._model_lock:  # the running batch has returned, its callers have their outputs
+            pass
+
+    async def resume(self) -> None:
+        self._abort.clear()
+        self._resumed.set()
+
+    async def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        async with self._model_lock:
+            copy_weights_in_place(self.model, named_tensors)
+            self.weight_version = version
+
+    def shutdown(self) -> None:
+        self._abort.set()
+        if self._dispatcher is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._dispatcher.cancel)
+            for request in self._queue:
+                self._loop.call_soon_threadsafe(request.future.cancel)
+        self._dispatcher, self._queue = None, []
+
+    @torch.no_grad()
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        device = self.model.device
+        return (
+            self.model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
+            .logits.float()
+            .cpu()
+        )
+
+
+@torch.no_grad()
+def copy_weights_in_place(model, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """Copy (name, tensor) pairs into ``model``'s parameters and buffers, keeping their device and dtype."""
+    params = model.state_dict(keep_vars=True)  # includes tied names such as lm_head.weight
+    for name, tensor in named_tensors:
+        target = params.get(name)
+        if target is None:
+            raise KeyError(f"rollout model has no parameter {name!r} (weights come from a different model?).")
+        target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+
+
+class HFRollout(RolloutBackend):
+    """The blocking batch backend the training worker still calls (replaced by :class:`HFServer`).
+
+    Not registered: ``get_rollout("hf")`` returns the server. It stays importable until the worker
+    switches to the servers, then goes.
     """
 
     def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
-        from transformers import AutoModelForCausalLM
-
         super().__init__(model_path, config, eos_token_id, pad_token_id)
-        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        self.model = load_hf_model(model_path)
+        self.device = self.model.device
 
-    @torch.no_grad()
     def generate(
         self, prompts: list[torch.Tensor], sampling: SamplingConfig, max_tokens: int
     ) -> list[Generation]:
@@ -40,44 +310,15 @@ class HFRollout(RolloutBackend):
     def _generate_batch(
         self, prompts: list[torch.Tensor], offset: int, sampling: SamplingConfig, max_tokens: int
     ) -> list[Generation]:
-        width = max(int(p.numel()) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for i, prompt in enumerate(prompts):
-            input_ids[i, width - prompt.numel() :] = prompt
-            attention_mask[i, width - prompt.numel() :] = 1
-        greedy = not sampling.do_sample or sampling.temperature <= 0
-        kwargs = (
-            {"do_sample": False}
-            if greedy
-            else {
-                "do_sample": True,
-                "temperature": sampling.temperature,
-                "top_p": sampling.top_p,
-                "top_k": sampling.top_k if sampling.top_k and sampling.top_k > 0 else None,
-            }
+        # greedy samples of one prompt are identical: decode once, copy below
+        copies = 1 if is_greedy(sampling) else sampling.n
+        rows = [p.tolist() for p in prompts for _ in range(copies)]
+        tokens, log_probs = generate_batch(
+            self.model, rows, sampling, max_tokens, self.eos_token_ids, self.pad_token_id
         )
-        out = self.model.generate(
-            input_ids=input_ids.to(self.device),
-            attention_mask=attention_mask.to(self.device),
-            max_new_tokens=max_tokens,
-            # greedy samples of one prompt are identical: decode once, copy below
-            num_return_sequences=1 if greedy else sampling.n,
-            eos_token_id=self.eos_token_ids,
-            pad_token_id=self.pad_token_id,
-            return_dict_in_generate=True,
-            output_logits=True,
-            **kwargs,
-        )
-        tokens = out.sequences[:, width:].cpu()
-        logits = torch.stack(out.logits, dim=1).float().cpu()  # (rows, new_tokens, vocab), raw logits
-        temperature = 1.0 if greedy else sampling.temperature
-        log_probs = log_probs_of(logits, tokens, temperature)
-        if greedy and sampling.n > 1:
-            tokens, log_probs = (
-                tokens.repeat_interleave(sampling.n, 0),
-                log_probs.repeat_interleave(sampling.n, 0),
-            )
+        if copies == 1 and sampling.n > 1:
+            tokens = tokens.repeat_interleave(sampling.n, 0)
+            log_probs = log_probs.repeat_interleave(sampling.n, 0)
         generations = []
         for row in range(tokens.shape[0]):
             length, reason = self.cut_at_eos(tokens[row], max_tokens)
@@ -92,16 +333,8 @@ class HFRollout(RolloutBackend):
             )
         return generations
 
-    @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        params = self.model.state_dict(keep_vars=True)  # includes tied names such as lm_head.weight
-        for name, tensor in named_tensors:
-            target = params.get(name)
-            if target is None:
-                raise KeyError(
-                    f"rollout model has no parameter {name!r} (weights come from a different model?)."
-                )
-            target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+        copy_weights_in_place(self.model, named_tensors)
 
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
