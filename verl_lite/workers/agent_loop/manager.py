@@ -7,12 +7,14 @@ that belong to a generation: the sleep after it, in the hybrid placement.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ray
 
 from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
+from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
 
 
 class AgentLoopManager:
@@ -31,7 +33,10 @@ class AgentLoopManager:
         endpoints = rollout.endpoints("generate")
         num_workers = max(1, int(config.rollout.agent.num_workers))
         remote = ray.remote(num_cpus=0)(AgentLoopWorker)
-        env = {"env_vars": {NAME_PREFIX_ENV: KVStoreConfig.job_name_prefix()}}
+        env_vars = {NAME_PREFIX_ENV: KVStoreConfig.job_name_prefix()}
+        if os.environ.get(EXTENSIONS_ENV):  # user agent loops, tools and scorers load there too
+            env_vars[EXTENSIONS_ENV] = os.environ[EXTENSIONS_ENV]
+        env = {"env_vars": env_vars}
         self.workers = [
             remote.options(runtime_env=env).remote(config, reward_config, endpoints, index)
             for index in range(num_workers)

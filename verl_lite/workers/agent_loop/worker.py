@@ -116,6 +116,9 @@ class AgentLoopWorker:
     def __init__(self, config: Any, reward_config: Any, endpoints: list, index: int = 0):
         from transformers import AutoTokenizer
 
+        from verl_lite.utils.extensions import load_extensions_from_env
+
+        load_extensions_from_env()
         self.config = from_config(ActorRolloutRefConfig, config)
         rollout = self.config.rollout
         model = self.config.model
