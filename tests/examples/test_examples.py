@@ -17,11 +17,16 @@ EXAMPLES = ROOT / "examples"
 SCRIPTS = {
     "custom_loss_and_estimator.py": "group_median advantages: [1.0, 0.0, 0.0, 0.0, 0.0, -1.0]",
     "custom_reward.py": "[1.2, 1.0, 0.0]",  # batch form: the shorter correct answer gets the 0.2 bonus
-    "custom_rollout.py": "plain == hf on 2 greedy samples",
+    "custom_rollout.py": "plain == hf on 2 greedy requests",
     "single_controller_demo.py": "2 * x  : [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0]",
 }
 # files loaded by trainer.extensions in test_extension_examples_train_through_main_ppo
-EXTENSIONS = ["custom_loss_and_estimator.py", "custom_rollout.py", "custom_trainer_mode.py"]
+EXTENSIONS = [
+    "custom_agent_loop.py",
+    "custom_loss_and_estimator.py",
+    "custom_rollout.py",
+    "custom_trainer_mode.py",
+]
 TESTED_ELSEWHERE = {"data_preprocess/gsm8k.py": "tests/data/test_gsm8k_preprocess.py"}
 
 
@@ -46,7 +51,7 @@ def test_example_script_runs_its_self_check(script):
 
 
 def test_extension_examples_train_through_main_ppo(tmp_path):
-    """One 2-step run that uses the custom loss, estimator, rollout backend, trainer mode and reward.
+    """One 2-step run that uses the custom loss, estimator, rollout server, agent loop, trainer mode and reward.
 
     It runs the command line in a child process, so the example registrations stay out of this one.
     """
@@ -56,7 +61,8 @@ def test_extension_examples_train_through_main_ppo(tmp_path):
         "data.train_batch_size=2",
         "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "actor_rollout_ref.rollout.n=4",
-        "data.max_response_length=24",
+        # answer_twice gives its first answer half of this: room for the tiny model's ~20-token answers
+        "data.max_response_length=64",
         "trainer.total_training_steps=2",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
@@ -69,6 +75,7 @@ def test_extension_examples_train_through_main_ppo(tmp_path):
         "actor_rollout_ref.actor.policy_loss=tanh_clipped",
         "algorithm.adv_estimator=group_median",
         "actor_rollout_ref.rollout.name=plain",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=answer_twice",
         "trainer.mode=score_ema",
         f"reward.custom_reward_function.path={EXAMPLES / 'custom_reward.py'}",
         f"+reward.reward_kwargs.length_bonus={bonus}",
@@ -100,11 +107,15 @@ def test_extension_examples_train_through_main_ppo(tmp_path):
     s1, s2 = first["critic/score/mean"], second["critic/score/mean"]
     assert first["trainer_mode/score_ema"] == pytest.approx(s1)
     assert second["trainer_mode/score_ema"] == pytest.approx(0.9 * s1 + 0.1 * s2)
-    # rollout: the plain backend generated every training sample (n=4) and the final validation
-    # (n=1), received new weights between the steps, and its log-probs are the ones the actor recomputes
+    # rollout: the plain server answered every request of the training samples (the answer_twice loop asks
+    # once or twice per sample) and of the final greedy validation, got new weights between the steps,
+    # and its log-probs are the ones the actor recomputes on the model's tokens (the nudge is masked)
     calls = [json.loads(line) for line in rollout_log.read_text().splitlines()]
-    train_calls = [c for c in calls if c["n"] == 4]
-    assert sum(c["samples"] for c in train_calls) == 2 * 2 * 4
-    assert len({c["weight_version"] for c in train_calls}) == 2
-    assert any(c["n"] == 1 for c in calls)
+    train_calls = [c for c in calls if not c["greedy"]]
+    assert 2 * 2 * 4 <= len(train_calls) <= 2 * 2 * 4 * 2
+    assert {c["weight_version"] for c in train_calls} == {-1, 1}
+    assert any(c["greedy"] for c in calls)
     assert all(h["training/rollout_probs_diff_mean"] < 1e-4 for h in history)
+    # agent loop: one turn when the first answer was cut, three (answer, nudge, answer) otherwise
+    for h in history:
+        assert 1 <= h["agent/num_turns/min"] and h["agent/num_turns/max"] <= 3
