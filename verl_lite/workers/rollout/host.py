@@ -50,7 +50,10 @@ class ServerHost:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the loop and block until it returns (or raise what it raised)."""
+        """Run ``coro`` on the loop and block until it returns (or raise what it raised).
+
+        After ``timeout`` seconds it raises ``TimeoutError``; the coroutine keeps running on the loop.
+        """
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(
