@@ -230,8 +230,6 @@ class RolloutConfig:
     prompt_length: int = 64
     # Maximum generated tokens per sample.
     response_length: int = 32
-    # Prompts per generate call on one rank.
-    micro_batch_size: int = 64
     # Most sequences a rollout server decodes together: hf gathers up to this many queued requests into one
     # batched generate; vLLM schedules at most this many at once.
     max_num_seqs: int = 256

@@ -1,11 +1,9 @@
 """Rollout servers behind a registry: ``hf`` (dynamic batching on transformers) and ``vllm`` (AsyncLLM).
 
-``HFRollout`` / ``VLLMRollout`` (and ``RolloutBackend`` / ``Generation``) are the blocking batch classes the
-training worker still calls; they are not registered and leave once the worker uses the servers.
+``RolloutWorker`` (``worker.py``) hosts one server per replica; ``ServerHost`` runs it on its own event loop.
 """
 
-from verl_lite.workers.rollout.base import Generation, RolloutBackend
-from verl_lite.workers.rollout.hf import HFRollout, HFServer
+from verl_lite.workers.rollout.hf import HFServer
 from verl_lite.workers.rollout.host import ServerHost
 from verl_lite.workers.rollout.server import (
     ROLLOUTS,
@@ -14,18 +12,14 @@ from verl_lite.workers.rollout.server import (
     get_rollout,
     register_rollout,
 )
-from verl_lite.workers.rollout.vllm_rollout import VLLMRollout, VLLMServer
+from verl_lite.workers.rollout.vllm_rollout import VLLMServer
 
 __all__ = [
     "ROLLOUTS",
-    "Generation",
-    "HFRollout",
     "HFServer",
-    "RolloutBackend",
     "RolloutServer",
     "ServerHost",
     "TokenOutput",
-    "VLLMRollout",
     "VLLMServer",
     "get_rollout",
     "register_rollout",

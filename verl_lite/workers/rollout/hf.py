@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
-from verl_lite.workers.rollout.base import Generation, RolloutBackend
 from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
 from verl_lite.workers.sequences import log_probs_of
 
@@ -284,62 +283,3 @@ def copy_weights_in_place(model, named_tensors: Iterable[tuple[str, torch.Tensor
         if target is None:
             raise KeyError(f"rollout model has no parameter {name!r} (weights come from a different model?).")
         target.copy_(tensor.to(device=target.device, dtype=target.dtype))
-
-
-class HFRollout(RolloutBackend):
-    """The blocking batch backend the training worker still calls (replaced by :class:`HFServer`).
-
-    Not registered: ``get_rollout("hf")`` returns the server. It stays importable until the worker
-    switches to the servers, then goes.
-    """
-
-    def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
-        super().__init__(model_path, config, eos_token_id, pad_token_id)
-        self.model = load_hf_model(model_path)
-        self.device = self.model.device
-
-    def generate(
-        self, prompts: list[torch.Tensor], sampling: SamplingConfig, max_tokens: int
-    ) -> list[Generation]:
-        results: list[Generation] = []
-        step = max(1, self.config.micro_batch_size)
-        for start in range(0, len(prompts), step):
-            results.extend(self._generate_batch(prompts[start : start + step], start, sampling, max_tokens))
-        return results
-
-    def _generate_batch(
-        self, prompts: list[torch.Tensor], offset: int, sampling: SamplingConfig, max_tokens: int
-    ) -> list[Generation]:
-        # greedy samples of one prompt are identical: decode once, copy below
-        copies = 1 if is_greedy(sampling) else sampling.n
-        rows = [p.tolist() for p in prompts for _ in range(copies)]
-        tokens, log_probs = generate_batch(
-            self.model, rows, sampling, max_tokens, self.eos_token_ids, self.pad_token_id
-        )
-        if copies == 1 and sampling.n > 1:
-            tokens = tokens.repeat_interleave(sampling.n, 0)
-            log_probs = log_probs.repeat_interleave(sampling.n, 0)
-        generations = []
-        for row in range(tokens.shape[0]):
-            length, reason = self.cut_at_eos(tokens[row], max_tokens)
-            generations.append(
-                Generation(
-                    prompt_index=offset + row // sampling.n,
-                    sample_index=row % sampling.n,
-                    response_ids=tokens[row, :length].clone(),
-                    log_probs=log_probs[row, :length].clone(),
-                    finish_reason=reason,
-                )
-            )
-        return generations
-
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        copy_weights_in_place(self.model, named_tensors)
-
-    @torch.no_grad()
-    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return (
-            self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
-            .logits.float()
-            .cpu()
-        )

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
-from verl_lite.workers.rollout.base import Generation, RolloutBackend
 from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
 
 EXTENSION = "verl_lite.workers.rollout.vllm_extension.WeightSyncExtension"
@@ -215,66 +214,3 @@ class VLLMServer(RolloutServer):
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("vLLM serves log-probs, not logits; compare rollout_log_probs instead.")
-
-
-class VLLMRollout(RolloutBackend):
-    """The blocking batch backend the training worker still calls (replaced by :class:`VLLMServer`).
-
-    Not registered: ``get_rollout("vllm")`` returns the server. It stays importable until the worker
-    switches to the servers, then goes.
-    """
-
-    def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
-        super().__init__(model_path, config, eos_token_id, pad_token_id)
-        LLM = _import_vllm().LLM
-        self._sleep_mode, kwargs = engine_kwargs(model_path, config)
-        self.llm = LLM(**kwargs)
-
-    def generate(
-        self, prompts: list[torch.Tensor], sampling: SamplingConfig, max_tokens: int
-    ) -> list[Generation]:
-        from vllm import TokensPrompt
-
-        params = sampling_params(sampling, max_tokens, self.eos_token_ids, n=sampling.n)
-        requests = [TokensPrompt(prompt_token_ids=p.tolist()) for p in prompts]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
-        generations = []
-        for prompt_index, output in enumerate(outputs):
-            for sample_index, completion in enumerate(output.outputs):
-                ids = list(completion.token_ids)
-                log_probs = [completion.logprobs[i][t].logprob for i, t in enumerate(ids)]
-                generations.append(
-                    Generation(
-                        prompt_index=prompt_index,
-                        sample_index=sample_index,
-                        response_ids=torch.tensor(ids, dtype=torch.long),
-                        log_probs=torch.tensor(log_probs, dtype=torch.float32),
-                        finish_reason="stop" if completion.finish_reason == "stop" else "length",
-                    )
-                )
-        return generations
-
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        self.llm.collective_rpc("load_weights_blob", args=(weights_blob(named_tensors),))
-        # Cached prefixes hold KV computed with the old weights.
-        self.llm.reset_prefix_cache()
-
-    @property
-    def supports_sleep(self) -> bool:
-        return self._sleep_mode
-
-    def sleep(self) -> None:
-        # Level 1: weights offloaded to host memory, KV cache discarded (the weight sync refills it anyway).
-        self.llm.sleep(level=1)
-
-    def wake_up(self) -> None:
-        self.llm.wake_up()
-
-    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("vLLM serves log-probs, not logits; compare rollout_log_probs instead.")
-
-    def __del__(self) -> None:
-        engine = getattr(getattr(self, "llm", None), "llm_engine", None)
-        core = getattr(engine, "engine_core", None)
-        if core is not None:
-            core.shutdown()

@@ -17,9 +17,8 @@ from verl_lite.checkpoint_engine import get_checkpoint_engine
 from verl_lite.single_controller import Dispatch, Worker, endpoint, register
 from verl_lite.utils.config import from_config
 from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
-from verl_lite.workers.rollout.base import get_rollout
 from verl_lite.workers.rollout.host import ServerHost
-from verl_lite.workers.rollout.server import TokenOutput
+from verl_lite.workers.rollout.server import TokenOutput, get_rollout
 
 
 class RolloutWorker(Worker):
