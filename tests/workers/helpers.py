@@ -13,7 +13,10 @@ RESPONSES = [[5, 6, 1], [7, 8, 9, 10], [11], [3, 4, 5, 6, 7]]
 ADVANTAGES = [1.0, -1.0, 0.5, -0.5]
 
 
-def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
+def actor_config(
+    model_dir: str, rollout_name: str = "hf", model: dict | None = None, sections: dict | None = None, **actor
+) -> dict:
+    """The worker config of these tests; ``model`` adds model keys, ``sections`` whole groups' keys (rollout, ref)."""
     base = {
         "ppo_mini_batch_size": 4,
         "ppo_micro_batch_size_per_gpu": 2,
@@ -21,8 +24,8 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
         "optim": {"lr": 1e-2, "grad_clip": 1.0},
     }
     base.update(actor)
-    return {
-        "model": {"path": model_dir},
+    config = {
+        "model": {"path": model_dir, **(model or {})},
         "actor": base,
         "rollout": {
             "name": rollout_name,
@@ -32,6 +35,9 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
             "micro_batch_size": 8,
         },
     }
+    for section, keys in (sections or {}).items():
+        config[section] = {**config.get(section, {}), **keys}
+    return config
 
 
 def make_group(
@@ -40,12 +46,16 @@ def make_group(
     role: str = "actor_rollout_ref",
     name: str = "actor",
     rollout_name: str = "hf",
+    model: dict | None = None,
+    sections: dict | None = None,
     **actor,
 ):
     group = RayWorkerGroup(
         RayResourcePool([ranks], name_prefix=name),
         RayClassWithInitArgs(
-            InspectableActor, config=actor_config(model_dir, rollout_name, **actor), role=role
+            InspectableActor,
+            config=actor_config(model_dir, rollout_name, model, sections, **actor),
+            role=role,
         ),
     )
     group.init_model()

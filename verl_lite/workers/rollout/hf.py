@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.lora import merge_adapters
 from verl_lite.workers.rollout.base import Generation, RolloutBackend, register_rollout
 from verl_lite.workers.sequences import log_probs_of
 
@@ -26,6 +27,8 @@ class HFRollout(RolloutBackend):
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        # Unmerged copies of the weights LoRA adapters add to, taken when the first adapter arrives.
+        self._lora_base: dict[str, torch.Tensor] = {}
 
     @torch.no_grad()
     def generate(
@@ -94,14 +97,20 @@ class HFRollout(RolloutBackend):
 
     @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy full weights in place; LoRA adapters (``lora_A``/``lora_B`` pairs) are merged into the base first."""
         params = self.model.state_dict(keep_vars=True)  # includes tied names such as lm_head.weight
-        for name, tensor in named_tensors:
+        for name, tensor in merge_adapters(named_tensors, self._base_weight):
             target = params.get(name)
             if target is None:
                 raise KeyError(
                     f"rollout model has no parameter {name!r} (weights come from a different model?)."
                 )
             target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+
+    def _base_weight(self, name: str) -> torch.Tensor:
+        if name not in self._lora_base:
+            self._lora_base[name] = self.model.state_dict()[name].detach().clone()
+        return self._lora_base[name]
 
     @torch.no_grad()
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
