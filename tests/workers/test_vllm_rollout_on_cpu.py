@@ -29,3 +29,24 @@ def test_vllm_rollout_after_weight_sync_matches_actor_log_probs(tiny_model_dir, 
             assert group.rollout_sleep_state()[0]["sleeps"] is False
     finally:
         release(group)
+
+
+def test_vllm_serves_a_lora_actors_adapter_and_then_matches_its_log_probs(tiny_model_dir, kv_store):
+    group = make_group(
+        tiny_model_dir, 1, role="actor_rollout", name="vllm_lora", rollout_name="vllm", model={"lora_rank": 4}
+    )
+    try:
+        for version in (1, 2):  # the second sync reloads the adapter in place
+            # two updates: the first moves only lora_B (it starts at 0), the second lora_A as well
+            meta = group.compute_log_prob(put_trajectories(kv_store))
+            group.update_actor(meta)
+            group.update_actor(group.compute_log_prob(meta))
+            group.update_weights(version)
+            uids = [f"l{version}_0", f"l{version}_1"]
+            prompts = kv_store.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
+            kv_store.kv_batch_put(uids, "train", fields=TensorDict({"prompts": jagged(PROMPTS[:2])}, [2]))
+            trajectories = group.generate_sequences(prompts)
+            # vLLM's log-probs of its own samples (base weights + the served adapter) equal the actor's.
+            assert rollout_probs_diff_mean(group.compute_log_prob(trajectories)) < 1e-5
+    finally:
+        release(group)

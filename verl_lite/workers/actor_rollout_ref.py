@@ -92,8 +92,14 @@ class ActorRolloutRefWorker(Worker):
         if "ref" in self.roles and not (self.actor is not None and cfg.model.lora_rank > 0):
             self.ref = engine_cls(cfg.model, None, cfg.engine, fsdp_config=cfg.ref.fsdp_config)
         if "rollout" in self.roles:
-            self.rollout = get_rollout(cfg.rollout.name)(
-                cfg.model.path, cfg.rollout, self.tokenizer.eos_token_id, self.pad_token_id
+            rollout_cls = get_rollout(cfg.rollout.name)
+            lora = (
+                {"lora_rank": cfg.model.lora_rank}
+                if cfg.model.lora_rank and rollout_cls.serves_lora_adapters
+                else {}
+            )
+            self.rollout = rollout_cls(
+                cfg.model.path, cfg.rollout, self.tokenizer.eos_token_id, self.pad_token_id, **lora
             )
         self._decide_rollout_sleep()
         self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(

@@ -13,6 +13,8 @@ so a receiver needs no LoRA config to merge: ``W = W_base + lora_B @ lora_A``
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -117,3 +119,33 @@ def merged_state_dict(peft_state: dict[str, torch.Tensor], scaling: float) -> di
     adapters = adapter_tensors(((k, v) for k, v in peft_state.items() if is_adapter(k)), scaling)
     plain.update(merge_adapters(adapters, plain.__getitem__))
     return plain
+
+
+def save_adapter_folder(path: str, adapters: Iterable[tuple[str, torch.Tensor]], base_model: str) -> int:
+    """Write wire-form adapters as a PEFT adapter folder (what vLLM's ``LoRARequest`` loads); returns the rank.
+
+    ``lora_B`` already carries the scaling, so the folder declares ``lora_alpha = r`` (scaling 1).
+    """
+    from safetensors.torch import save_file
+
+    tensors = {PEFT_PREFIX + name: t.detach().to("cpu").contiguous() for name, t in adapters}
+    ranks = {t.shape[0] for name, t in tensors.items() if name.endswith(LORA_A)}
+    if len(ranks) != 1:
+        raise ValueError(f"adapters must share one rank, got {sorted(ranks)}.")
+    rank = ranks.pop()
+    modules = sorted(
+        {name.removesuffix(LORA_A).rsplit(".", 1)[-1] for name in tensors if name.endswith(LORA_A)}
+    )
+    config = {
+        "peft_type": "LORA",
+        "r": rank,
+        "lora_alpha": rank,
+        "target_modules": modules,
+        "bias": "none",
+        "base_model_name_or_path": base_model,
+    }
+    os.makedirs(path, exist_ok=True)
+    save_file(tensors, os.path.join(path, "adapter_model.safetensors"))
+    with open(os.path.join(path, "adapter_config.json"), "w") as f:
+        json.dump(config, f)
+    return rank

