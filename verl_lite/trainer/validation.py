@@ -395,6 +395,8 @@ def _model_problems(config: PPOConfig) -> list[str]:
         if rank and not 0.0 <= model.lora_dropout < 1.0:
             out.append(f"{key}.lora_dropout={model.lora_dropout!r} must be in [0, 1).")
         names_ok = isinstance(target, (list, tuple)) and target and all(isinstance(t, str) for t in target)
+        if key.startswith("actor") and config.actor_rollout_ref.rollout.name == "vllm" and rank > 512:
+            out.append(f"{key}.lora_rank={rank} is above 512, the largest LoRA rank vLLM serves.")
         if rank and target != "all-linear" and not names_ok:
             out.append(
                 f"{key}.target_modules={target!r} must be all-linear or a non-empty list of module names."
