@@ -175,6 +175,19 @@ BAD_CONFIGS = [
         ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/nonexistent/global_step_9"],
         "trainer.resume_from_path='/nonexistent/global_step_9' is not a complete checkpoint",
     ),
+    (["actor_rollout_ref.model.lora_rank=-1"], "actor_rollout_ref.model.lora_rank=-1 must be a non-negative"),
+    (
+        ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_dropout=1.0"],
+        "actor_rollout_ref.model.lora_dropout=1.0 must be in [0, 1)",
+    ),
+    (
+        ["critic.enable=true", "critic.model.lora_rank=8", "critic.model.target_modules=[]"],
+        "critic.model.target_modules=[] must be all-linear or a non-empty list of module names",
+    ),
+    (
+        ["actor_rollout_ref.model.lora_rank=1024", "actor_rollout_ref.rollout.name=vllm"],
+        "actor_rollout_ref.model.lora_rank=1024 is above 512, the largest LoRA rank vLLM serves",
+    ),
 ]
 
 

@@ -166,6 +166,34 @@ ROWS = {
         "kv.num_storage_units=2",
         "kv.name_prefix=sweep_kv",
     ],
+    # GRPO on LoRA adapters of the attention projections with packed rows: the KL loss's reference is the
+    # base model (adapters off), and the old-log-prob and reference passes are cut by token budgets.
+    "lora_packed_kl_loss": [
+        f"{ARR}.model.lora_rank=8",
+        f"{ARR}.model.lora_alpha=32",
+        f"{ARR}.model.target_modules=[q_proj,k_proj,v_proj,o_proj]",
+        f"{ARR}.model.lora_dropout=0.05",
+        f"{ARR}.model.use_remove_padding=true",
+        f"{ARR}.actor.optim.lr=1e-3",
+        f"{ARR}.actor.use_kl_loss=true",
+        f"{ARR}.actor.old_log_prob=recompute",
+        f"{ARR}.rollout.log_prob_use_dynamic_bsz=true",
+        f"{ARR}.rollout.log_prob_max_token_len_per_gpu=100",
+        f"{ARR}.ref.log_prob_use_dynamic_bsz=true",
+        f"{ARR}.ref.log_prob_max_token_len_per_gpu=120",
+    ],
+    # PPO whose critic trains LoRA adapters and its value head on packed rows, values cut by a token budget.
+    "gae_lora_critic": [
+        "algorithm.adv_estimator=gae",
+        "critic.model.lora_rank=4",
+        "critic.model.lora_alpha=8",
+        "critic.model.target_modules=all-linear",
+        "critic.model.lora_dropout=0.0",
+        "critic.model.use_remove_padding=true",
+        "critic.log_prob_use_dynamic_bsz=true",
+        "critic.log_prob_max_token_len_per_gpu=100",
+        "critic.critic.optim.lr=1e-3",
+    ],
 }
 
 
@@ -216,6 +244,16 @@ def _check_gae_critic(steps: list[dict]) -> None:
     assert "actor/pg_loss" not in steps[0] and "actor/pg_loss" in steps[1]  # critic_warmup=1
 
 
+def _check_lora_packed_kl_loss(steps: list[dict]) -> None:
+    # LoRA's B starts at zero, so at step 1 the actor is its base: KL to the reference is rounding only.
+    assert abs(steps[0]["actor/kl_loss"]) < 1e-6 and steps[1]["actor/kl_loss"] > 0
+    # The embedded model's 4 layers each hold q, k, v, o projections of 128 -> 128: rank-8 adapters are
+    # 8 * (128 + 128) = 2048 numbers each, 4 * 4 * 2048 * 4 bytes = 131072 bytes a sync.
+    assert all(h["update_weights/bytes"] == 4 * 4 * 2048 * 4 for h in steps)
+    # The rollout merged the adapters into its base: it samples from the actor's distribution.
+    assert all(h["training/rollout_probs_diff_mean"] < 1e-4 for h in steps)
+
+
 CHECKS = {
     "rloo_gspo_dapo": _check_rloo_gspo_dapo,
     "reinforce_pp_kl_in_reward": _check_reinforce_pp_kl_in_reward,
@@ -225,6 +263,7 @@ CHECKS = {
     "dr_grpo_filtered_kl_cov": _check_dr_grpo_filtered_kl_cov,
     "actor_batching_schedule_rollout": _check_actor_batching_schedule_rollout,
     "gae_critic": _check_gae_critic,
+    "lora_packed_kl_loss": _check_lora_packed_kl_loss,
 }
 
 

@@ -168,3 +168,21 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
                 [*overrides, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step2}"],
             )
         )
+
+
+def test_a_lora_run_with_packed_rows_resumes_with_the_same_metrics(tmp_path):
+    # The checkpoint holds only the adapters and their optimizer state; the base comes from model.path.
+    lora = [
+        "actor_rollout_ref.model.lora_rank=4",
+        "actor_rollout_ref.model.use_remove_padding=true",
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "trainer.total_training_steps=3",
+        "trainer.save_freq=1",
+    ]
+    full = train(tmp_path / "full", *lora)
+    step1 = tmp_path / "full" / "grpo_tiny" / "checkpoints" / "global_step_1"
+    resumed = train(
+        tmp_path / "resumed", *lora, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step1}"
+    )
+    assert _differences(resumed, full, {2, 3}) == {}

@@ -22,7 +22,10 @@ RESPONSES = [[5, 6, 1], [7, 8, 9, 10], [11], [3, 4, 5, 6, 7]]
 ADVANTAGES = [1.0, -1.0, 0.5, -0.5]
 
 
-def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
+def actor_config(
+    model_dir: str, rollout_name: str = "hf", model: dict | None = None, sections: dict | None = None, **actor
+) -> dict:
+    """The worker config of these tests; ``model`` adds model keys, ``sections`` whole groups' keys (rollout, ref)."""
     base = {
         "ppo_mini_batch_size": 4,
         "ppo_micro_batch_size_per_gpu": 2,
@@ -30,8 +33,8 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
         "optim": {"lr": 1e-2, "grad_clip": 1.0},
     }
     base.update(actor)
-    return {
-        "model": {"path": model_dir},
+    config = {
+        "model": {"path": model_dir, **(model or {})},
         "actor": base,
         "rollout": {
             "name": rollout_name,
@@ -40,6 +43,9 @@ def actor_config(model_dir: str, rollout_name: str = "hf", **actor) -> dict:
             "response_length": 6,
         },
     }
+    for section, keys in (sections or {}).items():
+        config[section] = {**config.get(section, {}), **keys}
+    return config
 
 
 def make_group(
@@ -48,13 +54,17 @@ def make_group(
     role: str = "actor_ref",
     name: str = "actor",
     rollout_name: str = "hf",
+    model: dict | None = None,
+    sections: dict | None = None,
     **actor,
 ):
     """A policy-worker group (actor and/or ref roles, no rollout) on its own pool."""
     group = RayWorkerGroup(
         RayResourcePool([ranks], name_prefix=name),
         RayClassWithInitArgs(
-            InspectableActor, config=actor_config(model_dir, rollout_name, **actor), role=role
+            InspectableActor,
+            config=actor_config(model_dir, rollout_name, model, sections, **actor),
+            role=role,
         ),
     )
     group.init_model()
@@ -82,10 +92,11 @@ def make_hybrid(
     sleeps: bool = False,
     reward_config: Any = None,
     rollout: dict | None = None,
+    model: dict | None = None,
     **actor,
 ) -> Hybrid:
     """Actor + rollout server in each of ``ranks`` processes (as main_ppo's hybrid placement builds them)."""
-    config = actor_config(model_dir, rollout_name, **actor)
+    config = actor_config(model_dir, rollout_name, model, **actor)
     config["rollout"].update(rollout or {})
     roles = {
         "actor": RayClassWithInitArgs(InspectableActor, config=config, role="actor"),

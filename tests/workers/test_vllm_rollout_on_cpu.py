@@ -31,3 +31,23 @@ def test_vllm_server_after_weight_sync_matches_actor_log_probs(tiny_model_dir, k
             assert hybrid.rollout.sleep_state()[0]["sleeps"] is False
     finally:
         release_hybrid(hybrid)
+
+
+def test_vllm_serves_a_lora_actors_adapter_and_then_matches_its_log_probs(tiny_model_dir, kv_store):
+    hybrid = make_hybrid(tiny_model_dir, 1, name="vllm_lora", rollout_name="vllm", model={"lora_rank": 4})
+    try:
+        for version in (1, 2):  # the second sync reloads the adapter in place
+            # two updates: the first moves only lora_B (it starts at 0), the second lora_A as well
+            meta = hybrid.actor.compute_log_prob(put_trajectories(kv_store))
+            hybrid.actor.update_actor(meta)
+            hybrid.actor.update_actor(hybrid.actor.compute_log_prob(meta))
+            hybrid.sync(version)
+            uids = [f"l{version}_0", f"l{version}_1"]
+            prompts = kv_store.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
+            kv_store.kv_batch_put(uids, "train", fields=TensorDict({"prompts": jagged(PROMPTS[:2])}, [2]))
+            trajectories = hybrid.agent_loop.generate_sequences(prompts)
+            # vLLM's log-probs of its own samples (base weights + the served adapter) equal the actor's.
+            scored = hybrid.actor.compute_log_prob(trajectories)
+            assert combine_shard_stats([scored.stats])[f"{PROBS_DIFF}/mean"] < 1e-5
+    finally:
+        release_hybrid(hybrid)

@@ -65,6 +65,7 @@ def validate_config(config: PPOConfig) -> None:
         *_val_batch_problems(config),
         *_rollout_problems(config),
         *_multi_turn_problems(config),
+        *_model_problems(config),
     ]
     if not problems:
         problems = [*_model_folder_problems(config), *_data_row_problems(config)]
@@ -442,6 +443,30 @@ def _multi_turn_problems(config: PPOConfig) -> list[str]:
             load_tools(mt.tool_config_path)
         except ToolConfigError as err:
             out.append(f"{key}.tool_config_path: {err}")
+    return out
+
+
+def _model_problems(config: PPOConfig) -> list[str]:
+    """LoRA settings of the policy and critic models (packing needs no check)."""
+    out = []
+    models = [("actor_rollout_ref.model", config.actor_rollout_ref.model)]
+    if config.use_critic:
+        models.append(("critic.model", config.critic.model))
+    for key, model in models:
+        rank, target = model.lora_rank, model.target_modules
+        if not isinstance(rank, int) or rank < 0:
+            out.append(f"{key}.lora_rank={rank!r} must be a non-negative integer (0 = no LoRA).")
+        if rank and not model.lora_alpha > 0:
+            out.append(f"{key}.lora_alpha={model.lora_alpha!r} must be positive.")
+        if rank and not 0.0 <= model.lora_dropout < 1.0:
+            out.append(f"{key}.lora_dropout={model.lora_dropout!r} must be in [0, 1).")
+        names_ok = isinstance(target, (list, tuple)) and target and all(isinstance(t, str) for t in target)
+        if key.startswith("actor") and config.actor_rollout_ref.rollout.name == "vllm" and rank > 512:
+            out.append(f"{key}.lora_rank={rank} is above 512, the largest LoRA rank vLLM serves.")
+        if rank and target != "all-linear" and not names_ok:
+            out.append(
+                f"{key}.target_modules={target!r} must be all-linear or a non-empty list of module names."
+            )
     return out
 
 

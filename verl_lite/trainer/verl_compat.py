@@ -57,12 +57,6 @@ VERL_KEYS = (
         "rollout works on token ids.",
     ),
     VerlKey(
-        "actor_rollout_ref.model.use_remove_padding",
-        quiet=(False,),
-        instead="not used; verl_lite stores trajectories unpadded and pads each micro-batch for the "
-        "forward (no sequence packing yet), with the same results.",
-    ),
-    VerlKey(
         "actor_rollout_ref.model.use_liger",
         quiet=(False,),
         instead="not used; verl_lite runs the model's own Hugging Face kernels.",

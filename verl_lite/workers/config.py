@@ -27,6 +27,28 @@ class ModelConfig:
 
 
 @dataclass
+class RLModelConfig(ModelConfig):
+    """A model the PPO workers train (actor, critic): ``ModelConfig`` plus LoRA adapters and sequence packing.
+
+    SFT and reward-model training use the plain ``ModelConfig``: full fine-tuning, padded batches.
+    """
+
+    # LoRA adapter rank (0 = train every weight). With a rank, PEFT adapters train on target_modules
+    # and only they are optimised, synced to the rollout and checkpointed.
+    lora_rank: int = 0
+    # LoRA scale numerator: the adapter's update is (lora_alpha / lora_rank) * B @ A.
+    lora_alpha: float = 16
+    # Modules that get adapters: "all-linear" (every linear layer but the output head) or a list of
+    # module names (e.g. [q_proj, v_proj]).
+    target_modules: str | list[str] = "all-linear"
+    # Dropout on the adapters' input during training (0 = none).
+    lora_dropout: float = 0.0
+    # Pack each micro-batch's rows into one sequence without padding for the forward (attention kept
+    # within rows: varlen flash attention on GPU with flash-attn, row-by-row SDPA elsewhere).
+    use_remove_padding: bool = False
+
+
+@dataclass
 class OptimConfig:
     """AdamW and its learning-rate schedule."""
 
@@ -147,6 +169,10 @@ class RefConfig:
 
     # Trajectories per forward when computing reference log-probs on one rank.
     log_prob_micro_batch_size_per_gpu: int = 64
+    # Cut the reference forwards by a token budget instead of a row count.
+    log_prob_use_dynamic_bsz: bool = False
+    # Token budget (prompt + response) of one reference forward per rank with log_prob_use_dynamic_bsz.
+    log_prob_max_token_len_per_gpu: int = 16384
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
@@ -235,6 +261,10 @@ class RolloutConfig:
     max_num_seqs: int = 256
     # Trajectories per forward when computing old log-probs (the actor's, before the update) on one rank.
     log_prob_micro_batch_size_per_gpu: int = 64
+    # Cut the old-log-prob forwards by a token budget instead of a row count.
+    log_prob_use_dynamic_bsz: bool = False
+    # Token budget (prompt + response) of one old-log-prob forward per rank with log_prob_use_dynamic_bsz.
+    log_prob_max_token_len_per_gpu: int = 16384
     # vLLM tensor-parallel size of one rollout engine; only 1 today (one engine per colocated worker).
     tensor_model_parallel_size: int = 1
     # Registered checkpoint-sync backend carrying actor weights to the rollout: "naive" (hybrid, in place),
@@ -266,7 +296,7 @@ class RolloutConfig:
 class ActorRolloutRefConfig:
     """Everything an ``ActorRolloutRefWorker`` needs (the ``actor_rollout_ref`` yaml group)."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: RLModelConfig = field(default_factory=RLModelConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ref: RefConfig = field(default_factory=RefConfig)
@@ -277,8 +307,12 @@ class ActorRolloutRefConfig:
 class CriticWorkerConfig:
     """Everything a ``CriticWorker`` needs (the ``critic`` yaml group)."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: RLModelConfig = field(default_factory=RLModelConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     # Rows per forward when computing values on one rank.
     log_prob_micro_batch_size_per_gpu: int = 64
+    # Cut the value forwards by a token budget instead of a row count.
+    log_prob_use_dynamic_bsz: bool = False
+    # Token budget (prompt + response) of one value forward per rank with log_prob_use_dynamic_bsz.
+    log_prob_max_token_len_per_gpu: int = 16384

@@ -63,9 +63,9 @@ class CriticWorker(Worker):
         batch = self._read(meta, ["prompts", "responses"])
         rows = []
         self.engine.model.eval()
-        for mb in batch.micro_batches(
-            list(range(len(batch))), self.config.log_prob_micro_batch_size_per_gpu, None
-        ):
+        cfg = self.config
+        budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
+        for mb in batch.micro_batches(list(range(len(batch))), cfg.log_prob_micro_batch_size_per_gpu, budget):
             values = response_values(self.engine.forward(mb), mb["response_mask"].shape[1])
             rows.extend(values.cpu())
         width = max(r.numel() for r in rows)

@@ -66,7 +66,8 @@ class PolicyWorker(Worker):
         engine_cls = get_engine(cfg.engine.name)
         if "actor" in self.roles:
             self.actor = engine_cls(cfg.model, cfg.actor.optim, cfg.engine, fsdp_config=cfg.actor.fsdp_config)
-        if "ref" in self.roles:
+        # A LoRA actor's reference policy is its own base (adapters off): no second copy of the model.
+        if "ref" in self.roles and not (self.actor is not None and cfg.model.lora_rank > 0):
             self.ref = engine_cls(cfg.model, None, cfg.engine, fsdp_config=cfg.ref.fsdp_config)
         self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
             cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
@@ -81,11 +82,14 @@ class PolicyWorker(Worker):
         return RowBatch(td, self.pad_token_id)
 
     @torch.no_grad()
-    def _score(self, engine, meta: KVBatchMeta, with_entropy: bool, size: int) -> tuple[list, list]:
-        """Log-probs (and entropy) of ``meta``'s responses under ``engine``, ``size`` rows per forward."""
+    def _score(
+        self, engine, meta: KVBatchMeta, with_entropy: bool, size: int, budget: int | None
+    ) -> tuple[list, list]:
+        """Log-probs (and entropy) of ``meta``'s responses under ``engine``, ``size`` rows or ``budget``
+        tokens per forward."""
         batch = self._read(meta, ["prompts", "responses"])
         log_probs, entropies = [], []
-        for mb in batch.micro_batches(list(range(len(batch))), size, None):
+        for mb in batch.micro_batches(list(range(len(batch))), size, budget):
             engine.model.eval()
             logits = engine.forward(mb)
             lp, ent = response_log_probs_and_entropy(
@@ -103,8 +107,9 @@ class PolicyWorker(Worker):
     @register(dispatch_mode=make_nd_dispatch("actor"))
     def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
         """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows."""
-        size = self.config.rollout.log_prob_micro_batch_size_per_gpu
-        out, _ = self._score(self.actor, meta, with_entropy=True, size=size)
+        cfg = self.config.rollout
+        budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
+        out, _ = self._score(self.actor, meta, True, cfg.log_prob_micro_batch_size_per_gpu, budget)
         fields = TensorDict({"old_log_probs": out["lp"], "entropy": out["entropy"]}, batch_size=[len(meta)])
         result = self._write(meta, fields)
         if "rollout_log_probs" in meta.fields and len(meta):
@@ -119,9 +124,14 @@ class PolicyWorker(Worker):
 
     @register(dispatch_mode=make_nd_dispatch("ref"))
     def compute_ref_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
-        """Write ``ref_log_prob`` (log-probs under the frozen reference policy)."""
-        size = self.config.ref.log_prob_micro_batch_size_per_gpu
-        out, _ = self._score(self.ref, meta, with_entropy=False, size=size)
+        """Write ``ref_log_prob`` (log-probs under the frozen reference policy; a LoRA actor's base model)."""
+        cfg = self.config.ref
+        budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
+        if self.ref is not None:
+            out, _ = self._score(self.ref, meta, False, cfg.log_prob_micro_batch_size_per_gpu, budget)
+        else:
+            with self.actor.adapters_disabled():
+                out, _ = self._score(self.actor, meta, False, cfg.log_prob_micro_batch_size_per_gpu, budget)
         return self._write(meta, TensorDict({"ref_log_prob": out["lp"]}, batch_size=[len(meta)]))
 
     def _write(self, meta: KVBatchMeta, fields: TensorDict) -> KVBatchMeta:
@@ -230,7 +240,7 @@ class PolicyWorker(Worker):
     @register(dispatch_mode=Dispatch.RANK_ZERO)
     def send_weights(self, version: int) -> Any:
         """Training side of a cross-process sync: every actor rank gathers, rank 0 returns the handle."""
-        return self.sync.send_weights(self.actor.named_full_parameters(), version)
+        return self.sync.send_weights(self.actor.weights_to_sync(), version)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     @register(dispatch_mode=Dispatch.ONE_TO_ALL, execute_mode=Execute.ALL)

@@ -67,6 +67,13 @@ class TrainingEngine(ABC):
     def named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield every (name, unsharded CPU-or-device tensor) of the model, in a fixed order."""
 
+    def weights_to_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """What a weight sync sends the rollout: by default every parameter (``named_full_parameters``).
+
+        An engine that trains LoRA adapters sends only those (``verl_lite.workers.lora``'s wire form).
+        """
+        return self.named_full_parameters()
+
     @abstractmethod
     def save_checkpoint(self, path: str) -> None:
         """Save model, optimizer, scheduler and RNG state (sharded) under ``path``, config in ``HF_CONFIG_DIR``."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,14 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from verl_lite.workers.config import ActorFSDPConfig, EngineConfig, FSDPConfig, ModelConfig, OptimConfig
+from verl_lite.workers.config import (
+    ActorFSDPConfig,
+    EngineConfig,
+    FSDPConfig,
+    ModelConfig,
+    OptimConfig,
+    RLModelConfig,
+)
 from verl_lite.workers.engine.base import (
     HF_CONFIG_DIR,
     LossFn,
@@ -30,18 +39,23 @@ from verl_lite.workers.engine.base import (
     init_distributed,
     register_engine,
 )
+from verl_lite.workers.engine.packing import pack_rows, packed_indices, unpack_to_grid
 from verl_lite.workers.engine.schedule import build_scheduler
+from verl_lite.workers.engine.varlen_attention import packed_attention_implementation
+from verl_lite.workers.lora import adapter_tensors, lora_scaling, merged_state_dict, wrap_with_lora
 
 MODEL_KINDS = ("causal_lm", "value")
 
 
-def load_hf_model(config: ModelConfig, kind: str) -> torch.nn.Module:
+def load_hf_model(config: ModelConfig, kind: str, attn_implementation: str | None = None) -> torch.nn.Module:
     """Load a causal LM, or the same body with a scalar head per token for ``kind="value"``, in fp32."""
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     if kind not in MODEL_KINDS:
         raise ValueError(f"model kind {kind!r} is not one of {MODEL_KINDS}.")
     common = {"dtype": torch.float32, "trust_remote_code": config.trust_remote_code}
+    if attn_implementation:
+        common["attn_implementation"] = attn_implementation
     if kind == "causal_lm":
         return AutoModelForCausalLM.from_pretrained(config.path, **common)
     return AutoModelForTokenClassification.from_pretrained(config.path, num_labels=1, **common)
@@ -58,6 +72,13 @@ class FSDPEngine(TrainingEngine):
     ``fsdp_config.param_offload`` keeps the sharded parameters, gradients and optimizer state in
     CPU memory (FSDP2's CPUOffloadPolicy; the optimizer then steps on CPU); ``optimizer_offload``
     alone keeps parameters on the device and parks only the AdamW state on CPU between steps.
+
+    ``model_config.lora_rank > 0`` wraps a trained model (one with an optimizer) in PEFT LoRA
+    adapters before sharding: the base stays frozen, and only the adapters (plus a value model's
+    head) reach the optimizer, the weight sync (:meth:`weights_to_sync`) and the checkpoint. A
+    frozen engine (``optim_config=None``) is never wrapped: it is the base model.
+    ``model_config.use_remove_padding`` packs each micro-batch's rows into one sequence for the
+    forward (``engine/packing.py``, attention from ``engine/varlen_attention.py``).
     """
 
     def __init__(
@@ -68,6 +89,9 @@ class FSDPEngine(TrainingEngine):
         kind: str = "causal_lm",
         fsdp_config: FSDPConfig | None = None,
     ):
+        # A plain ModelConfig (SFT, reward model) trains every weight on padded micro-batches.
+        if not isinstance(model_config, RLModelConfig):
+            model_config = RLModelConfig(**dataclasses.asdict(model_config))
         self.model_config = model_config
         self.optim_config = optim_config
         self.engine_config = engine_config or EngineConfig()
@@ -77,10 +101,15 @@ class FSDPEngine(TrainingEngine):
         on_gpu = torch.cuda.is_available() and dist.get_backend() == "nccl"
         self.device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
         torch.manual_seed(self.engine_config.seed)
-        model = load_hf_model(model_config, kind)
+        attention = packed_attention_implementation(self.device) if model_config.use_remove_padding else None
+        model = load_hf_model(model_config, kind, attention)
         if model_config.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self._hf_class = type(model)
+        self.lora_scaling = None
+        if model_config.lora_rank > 0 and optim_config is not None:
+            model = wrap_with_lora(model, model_config, kind)
+            self.lora_scaling = lora_scaling(model_config.lora_alpha, model_config.lora_rank)
         self.mesh = init_device_mesh(self.device.type, (self.world_size,))
         mp_policy = (
             MixedPrecisionPolicy(
@@ -114,7 +143,7 @@ class FSDPEngine(TrainingEngine):
             # Python loop over tensors: 21 vs 107 ms a step for 30M parameters on 2 CPU cores.
             # TRL's default optimizer (adamw_torch_fused) is the same kernel.
             self.optimizer = torch.optim.AdamW(
-                model.parameters(),
+                [p for p in model.parameters() if p.requires_grad],
                 lr=optim_config.lr,
                 betas=tuple(optim_config.betas),
                 weight_decay=optim_config.weight_decay,
@@ -128,12 +157,43 @@ class FSDPEngine(TrainingEngine):
         return {k: micro_batch[k].to(self.device) for k in keys if k in micro_batch}
 
     def forward(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.model_config.use_remove_padding:
+            return self._forward_packed(micro_batch)
         kwargs = {}
-        if "responses" in micro_batch and self._hf_class.__name__.endswith("ForCausalLM"):
+        if "responses" in micro_batch and self._is_causal_lm:
             # Only the last response_width + 1 positions predict response tokens (prompts are
             # left-padded, responses right-padded): skip the vocabulary projection for the rest.
             kwargs["logits_to_keep"] = micro_batch["responses"].shape[1] + 1
         return self.model(**self._model_inputs(micro_batch), use_cache=False, **kwargs).logits.float()
+
+    def _forward_packed(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The padded forward's output, (batch, columns, ...), computed on the rows packed end to end."""
+        packed = pack_rows(micro_batch["input_ids"], micro_batch["attention_mask"])
+        width = packed.valid.shape[1]
+        columns = slice(0, width)
+        if "responses" in micro_batch and self._is_causal_lm:
+            columns = slice(width - micro_batch["responses"].shape[1] - 1, width)
+        index, keep = packed_indices(packed.valid, columns)
+        index, keep = index.to(self.device), keep.to(self.device)
+        kwargs = {
+            k: v.to(self.device) if isinstance(v, torch.Tensor) else v
+            for k, v in packed.attention_kwargs().items()
+        }
+        if self._is_causal_lm:
+            kwargs["logits_to_keep"] = index  # the vocabulary projection only where the caller reads
+        output = self.model(
+            input_ids=packed.input_ids.to(self.device),
+            position_ids=packed.position_ids.to(self.device),
+            use_cache=False,
+            **kwargs,
+        ).logits.float()
+        if not self._is_causal_lm:
+            output = output[:, index]
+        return unpack_to_grid(output, keep)
+
+    @property
+    def _is_causal_lm(self) -> bool:
+        return self._hf_class.__name__.endswith("ForCausalLM")
 
     def forward_backward(self, micro_batch: dict[str, torch.Tensor], loss_fn: LossFn) -> dict[str, float]:
         self.model.train()
@@ -159,14 +219,36 @@ class FSDPEngine(TrainingEngine):
         self.scheduler.step()
         return {"grad_norm": float(grad_norm), "lr": float(lr)}
 
+    @contextmanager
+    def adapters_disabled(self) -> Iterator[None]:
+        """Inside the block the model is its base (LoRA adapters off): the reference policy of a LoRA actor."""
+        if self.lora_scaling is None:
+            raise RuntimeError(
+                "adapters_disabled needs a LoRA engine (model.lora_rank > 0 and an optimizer)."
+            )
+        with self.model.disable_adapter():
+            yield
+
     # ---- weights out ----------------------------------------------------------------------------
     def named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
         for name, tensor in self.model.state_dict().items():
             yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
+    def weights_to_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every parameter in Hugging Face naming, or with LoRA only the adapters (``lora.py``'s wire form)."""
+        if self.lora_scaling is None:
+            yield from self.named_full_parameters()
+            return
+        for name, param in self.model.named_parameters():
+            if param.requires_grad:
+                full = param.full_tensor() if isinstance(param, DTensor) else param
+                yield from adapter_tensors([(name, full.detach())], self.lora_scaling)
+
     def export_hf(self, path: str, tokenizer: Any = None) -> None:
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         state = get_model_state_dict(self.model, options=options)
+        if self.rank == 0 and self.lora_scaling is not None:
+            state = merged_state_dict(state, self.lora_scaling)
         if self.rank == 0:
             os.makedirs(path, exist_ok=True)
             with torch.device("meta"):
@@ -178,9 +260,17 @@ class FSDPEngine(TrainingEngine):
         dist.barrier()
 
     # ---- checkpoints ----------------------------------------------------------------------------
+    def _trained_state(self) -> tuple[dict, dict]:
+        """Model and optimizer state to checkpoint: all of it, or with LoRA only what trains."""
+        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        if self.lora_scaling is not None:
+            trained = {name for name, p in self.model.named_parameters() if p.requires_grad}
+            model_state = {k: v for k, v in model_state.items() if k in trained}
+        return model_state, optim_state
+
     def save_checkpoint(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
-        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        model_state, optim_state = self._trained_state()
         dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
         extra = {
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
@@ -192,14 +282,22 @@ class FSDPEngine(TrainingEngine):
             hf_config = copy.deepcopy(self.hf_config)
             hf_config.architectures = [self._hf_class.__name__]
             hf_config.save_pretrained(os.path.join(path, HF_CONFIG_DIR))
+            if self.lora_scaling is not None:
+                # adapter_config.json: rank, alpha, targets and the base model's path, for model_merger
+                self.model.peft_config["default"].save_pretrained(os.path.join(path, HF_CONFIG_DIR))
         dist.barrier()
 
     def load_checkpoint(self, path: str) -> None:
-        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        model_state, optim_state = self._trained_state()
         state = {"model": model_state, "optim": optim_state}
         dcp.load(state, checkpoint_id=path)
         set_state_dict(
-            self.model, self.optimizer or [], model_state_dict=state["model"], optim_state_dict=state["optim"]
+            self.model,
+            self.optimizer or [],
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
+            # with LoRA the checkpoint holds the adapters only; the base comes from model.path
+            options=StateDictOptions(strict=self.lora_scaling is None),
         )
         extra = torch.load(os.path.join(path, f"extra_rank{self.rank}.pt"), weights_only=False)
         if self.scheduler is not None and extra["scheduler"] is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.lora import merge_adapters
 from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
 from verl_lite.workers.sequences import log_probs_of
 
@@ -129,6 +130,8 @@ class HFServer(RolloutServer):
     ):
         super().__init__(model_path, config, eos_token_id, pad_token_id)
         self.model = load_hf_model(model_path)
+        # Unmerged copies of the weights LoRA adapters add to, taken when the first adapter arrives.
+        self._lora_base: dict[str, torch.Tensor] = {}
         self.num_batches = self.num_batched_requests = 0
         self._queue: list[_Request] = []
         self._in_flight = self._decoding = 0
@@ -253,8 +256,14 @@ class HFServer(RolloutServer):
 
     async def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         async with self._model_lock:
-            copy_weights_in_place(self.model, named_tensors)
+            # LoRA adapters (lora_A / lora_B pairs) are merged into the kept base weights first
+            copy_weights_in_place(self.model, merge_adapters(named_tensors, self._base_weight))
             self.weight_version = version
+
+    def _base_weight(self, name: str) -> torch.Tensor:
+        if name not in self._lora_base:
+            self._lora_base[name] = self.model.state_dict()[name].detach().clone()
+        return self._lora_base[name]
 
     def shutdown(self) -> None:
         self._abort.set()

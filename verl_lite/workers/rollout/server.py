@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -54,7 +55,13 @@ class RolloutServer(ABC):
     All coroutines run on one event loop (a :class:`ServerHost` thread, or the caller's own loop);
     ``generate`` is called concurrently, the other methods one at a time. ``weight_version`` is the
     version of the weights served now (-1 before any sync).
+
+    With a LoRA actor (``model.lora_rank > 0``) ``load_weights`` receives adapters in the wire form of
+    ``verl_lite.workers.lora`` (``lora_A`` / ``lora_B`` pairs): a server merges them into its base
+    weights, or, with ``serves_lora_adapters``, is built with ``lora_rank=`` and serves them as adapters.
     """
+
+    serves_lora_adapters: ClassVar[bool] = False
 
     def __init__(
         self, model_path: str, config: RolloutConfig, eos_token_id: int | list[int], pad_token_id: int

