@@ -182,3 +182,29 @@ def test_server_host_shutdown_stops_its_thread_and_refuses_new_calls():
     with pytest.raises(RuntimeError, match="shut down"):
         host.call(host.server.generate("y", PROMPTS[0], SamplingConfig(), 4))
     host.shutdown()  # a second shutdown is a no-op
+
+
+def test_a_sampled_request_depends_on_its_id_not_on_the_batch_it_joined(host):
+    # Seeded per request: alone, or batched with other requests, or after other sampling, the same id
+    # samples the same tokens; another id samples others (6 prompts x 8 tokens at T=0.7 never all agree).
+    top = SamplingConfig(n=1, temperature=0.7, top_k=20, top_p=0.9)
+    server = host.server
+    together = host.call(generate_all(server, PROMPTS, top, 8, "s"))
+    alone = [host.call(server.generate(f"s{i}", p, top, 8)) for i, p in enumerate(PROMPTS)]
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    others = host.call(generate_all(server, PROMPTS, top, 8, "t"))
+    assert [o.token_ids for o in others] != [o.token_ids for o in together]
+
+
+def test_seeded_sampling_draws_from_the_temperature_softmax():
+    # Gumbel-max: argmax(logits / T + G) is a sample of softmax(logits / T). 4000 draws of a 3-token
+    # distribution: each frequency is within 4 standard deviations (sqrt(p(1-p)/4000) <= 0.008).
+    from verl_lite.workers.rollout.hf import seeded_sampler
+
+    logits = torch.tensor([[2.0, 1.0, 0.0]]).repeat(4000, 1)
+    sampling = SamplingConfig(n=1, temperature=0.5)
+    [sampler] = seeded_sampler(sampling, list(range(4000)))
+    picks = sampler(None, logits).argmax(dim=-1)
+    expected = torch.softmax(logits[0] / 0.5, dim=-1)
+    observed = torch.bincount(picks, minlength=3).float() / 4000
+    assert (observed - expected).abs().max() < 4 * 0.008

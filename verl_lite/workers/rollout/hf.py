@@ -17,7 +17,13 @@ import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
 from verl_lite.workers.lora import merge_adapters
-from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
+from verl_lite.workers.rollout.server import (
+    RolloutServer,
+    TokenOutput,
+    is_greedy,
+    register_rollout,
+    request_seed,
+)
 from verl_lite.workers.sequences import log_probs_of
 
 
@@ -41,6 +47,38 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor,
     return input_ids, attention_mask
 
 
+def seeded_sampler(sampling: SamplingConfig, seeds: list[int]):
+    """A logits processor that samples each row from its own generator, for greedy ``generate`` to pick.
+
+    It applies temperature, top-k and top-p to the raw logits and adds Gumbel noise drawn from row
+    ``i``'s generator (seeded with ``seeds[i]``): the argmax of logits + Gumbel noise is an exact sample of
+    softmax(logits). Each row's draws depend on its seed and position only, not on the rest of the batch.
+    """
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    top_k = sampling.top_k if sampling.top_k and sampling.top_k > 0 else None
+
+    class SeededSampler(LogitsProcessor):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            scores = scores.float() / sampling.temperature
+            if top_k is not None and top_k < scores.shape[-1]:
+                kth = scores.topk(top_k, dim=-1).values[:, -1:]
+                scores = scores.masked_fill(scores < kth, float("-inf"))
+            if sampling.top_p < 1.0:
+                # drop a token when the tokens more likely than it already hold top_p of the mass
+                ordered, order = scores.sort(dim=-1, descending=True)
+                probs = ordered.softmax(dim=-1)
+                drop_sorted = probs.cumsum(dim=-1) - probs > sampling.top_p
+                drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+                scores = scores.masked_fill(drop, float("-inf"))
+            uniform = torch.stack([torch.rand(scores.shape[-1], generator=g) for g in generators])
+            gumbel = -torch.log(-torch.log(uniform.clamp(1e-20, 1.0 - 1e-7)))
+            return scores + gumbel.to(scores.device)
+
+    return LogitsProcessorList([SeededSampler()])
+
+
 def generate_kwargs(sampling: SamplingConfig) -> dict:
     """``model.generate`` keyword arguments of ``sampling`` (greedy or temperature / top-p / top-k)."""
     if is_greedy(sampling):
@@ -62,9 +100,17 @@ def generate_batch(
     eos_token_ids: list[int],
     pad_token_id: int,
     stopping_criteria=None,
+    seeds: list[int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One batched ``model.generate``: (tokens, log_probs), both (batch, new_tokens), rows padded after EOS."""
+    """One batched ``model.generate``: (tokens, log_probs), both (batch, new_tokens), rows padded after EOS.
+
+    With ``seeds`` (one per row) a sampled row depends on its seed alone (see :func:`seeded_sampler`);
+    without, rows draw from torch's global generator.
+    """
     input_ids, attention_mask = left_pad(prompts, pad_token_id)
+    kwargs = generate_kwargs(sampling)
+    if seeds is not None and not is_greedy(sampling):
+        kwargs = {"do_sample": False, "logits_processor": seeded_sampler(sampling, seeds)}
     out = model.generate(
         input_ids=input_ids.to(model.device),
         attention_mask=attention_mask.to(model.device),
@@ -74,7 +120,7 @@ def generate_batch(
         return_dict_in_generate=True,
         output_logits=True,
         stopping_criteria=stopping_criteria,
-        **generate_kwargs(sampling),
+        **kwargs,
     )
     tokens = out.sequences[:, input_ids.shape[1] :].cpu()
     logits = torch.stack(out.logits, dim=1).float().cpu()  # (batch, new_tokens, vocab), raw logits
@@ -105,6 +151,7 @@ class _Request:
     sampling: SamplingConfig
     max_tokens: int
     future: asyncio.Future
+    seed: int = 0
 
 
 def _batch_key(sampling: SamplingConfig, max_tokens: int) -> tuple:
@@ -162,7 +209,13 @@ class HFServer(RolloutServer):
             self._dispatcher = asyncio.create_task(self._dispatch(), name="hf-rollout-dispatcher")
         elif self._dispatcher.done():
             self._dispatcher.result()  # it died: every later request raises its error instead of hanging
-        request = _Request(list(prompt_ids), sampling, max_tokens, self._loop.create_future())
+        request = _Request(
+            list(prompt_ids),
+            sampling,
+            max_tokens,
+            self._loop.create_future(),
+            request_seed(self.seed, request_id),
+        )
         self._in_flight += 1
         try:
             self._queue.append(request)
@@ -222,6 +275,7 @@ class HFServer(RolloutServer):
                 self.eos_token_ids,
                 self.pad_token_id,
                 self._stopping,
+                [r.seed for r in batch],
             )
         except Exception as error:  # noqa: BLE001 - handed to every caller of the batch
             for request in batch:

@@ -7,6 +7,7 @@ Sync code reaches it through :class:`verl_lite.workers.rollout.host.ServerHost`.
 
 from __future__ import annotations
 
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -44,6 +45,16 @@ class TokenOutput:
     """Version of the weights that produced these tokens (-1 before any sync)."""
 
 
+def request_seed(seed: int, request_id: str) -> int:
+    """The sampling seed of one request: the same for the same id and seed on any server, in any batch.
+
+    Seeding per request makes a trajectory's samples independent of which requests it was batched with
+    and of the process that served it, so a resumed run (or a run on more servers) samples exactly what
+    the original did.
+    """
+    return zlib.crc32(f"{seed}:{request_id}".encode()) & 0x7FFFFFFF
+
+
 def is_greedy(sampling: SamplingConfig) -> bool:
     """Whether ``sampling`` means greedy decoding (``do_sample`` off or a non-positive temperature)."""
     return not sampling.do_sample or sampling.temperature <= 0
@@ -71,6 +82,8 @@ class RolloutServer(ABC):
         self.eos_token_ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
         self.pad_token_id = pad_token_id
         self.weight_version = -1
+        # base of every request's sampling seed (see request_seed); the worker sets engine.seed
+        self.seed = 0
 
     @abstractmethod
     async def generate(

@@ -18,7 +18,13 @@ import torch
 
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
 from verl_lite.workers.lora import is_adapter, save_adapter_folder
-from verl_lite.workers.rollout.server import RolloutServer, TokenOutput, is_greedy, register_rollout
+from verl_lite.workers.rollout.server import (
+    RolloutServer,
+    TokenOutput,
+    is_greedy,
+    register_rollout,
+    request_seed,
+)
 
 EXTENSION = "verl_lite.workers.rollout.vllm_extension.WeightSyncExtension"
 # LoRA ranks a vLLM engine can be started for (its max_lora_rank); a smaller adapter fits the next one up.
@@ -171,6 +177,7 @@ class VLLMServer(RolloutServer):
         from vllm import TokensPrompt
 
         params = sampling_params(sampling, max_tokens, self.eos_token_ids, only_these_stop=True)
+        params.seed = request_seed(self.seed, request_id)  # samples independent of the batch
         self._in_flight.add(request_id)
         try:
             async with self._gate:

@@ -56,6 +56,7 @@ class RolloutWorker(Worker):
             lambda: server_cls(cfg.model.path, cfg.rollout, tokenizer.eos_token_id, pad, **lora)
         )
         self.server = self.host.server
+        self.server.seed = cfg.engine.seed
         self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
             cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
         )
