@@ -38,10 +38,10 @@ import torch
 from e2e_vs_trl import MODEL_30M, build_random_model
 from refresh_docs import write_fragment
 from tensordict import TensorDict
+from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 
 from verl_lite.single_controller import Dispatch, register
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-from verl_lite.workers.actor_rollout_ref import ActorRolloutRefWorker
 
 SETUPS = {
     "full, padded": {},

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import torch
-from tensordict import TensorDict
-
 from dataclasses import dataclass
 from typing import Any
+
+import torch
+from tensordict import TensorDict
 
 from tests.workers.probes import InspectableActor, InspectableRollout
 from verl_lite.single_controller.ray import (

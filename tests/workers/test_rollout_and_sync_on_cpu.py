@@ -29,7 +29,9 @@ def probs_diff(meta) -> float:
 def _prompts(kv_store, uids):
     prompts = kv_store.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
     rows = [PROMPTS[i % len(PROMPTS)] for i in range(len(uids))]
-    return kv_store.kv_batch_put(prompts.keys, "train", fields=TensorDict({"prompts": jagged(rows)}, [len(uids)]))
+    return kv_store.kv_batch_put(
+        prompts.keys, "train", fields=TensorDict({"prompts": jagged(rows)}, [len(uids)])
+    )
 
 
 def test_compute_log_prob_equals_full_forward_log_softmax_gather(tiny_model_dir, kv_store):
@@ -70,7 +72,8 @@ def test_ray_sync_carries_weights_to_a_standalone_rollout_group(tiny_model_dir, 
     config = actor_config(tiny_model_dir)
     config["rollout"]["checkpoint_engine"] = "ray"
     rollout = RayWorkerGroup(
-        RayResourcePool([1], name_prefix="ray_rollout"), RayClassWithInitArgs(InspectableRollout, config=config)
+        RayResourcePool([1], name_prefix="ray_rollout"),
+        RayClassWithInitArgs(InspectableRollout, config=config),
     )
     rollout.init_model()
     try:
@@ -115,7 +118,9 @@ def test_free_cache_engine_sleeps_after_generation_and_wakes_before_the_weight_s
     hybrid = make_hybrid(tiny_model_dir, 1, name="sleepy", rollout_name="hf_sleep_probe", sleeps=True)
     try:
         hybrid.agent_loop.generate_sequences(_prompts(kv_store, ["s0", "s1"]))
-        assert hybrid.rollout.sleep_state() == [{"sleeps": True, "asleep": True, "events": ["generate", "sleep"]}]
+        assert hybrid.rollout.sleep_state() == [
+            {"sleeps": True, "asleep": True, "events": ["generate", "sleep"]}
+        ]
         hybrid.actor.update_actor(hybrid.actor.compute_log_prob(put_trajectories(kv_store)))  # while asleep
         hybrid.sync(1)
         trajectories = hybrid.agent_loop.generate_sequences(_prompts(kv_store, ["s2", "s3"]))

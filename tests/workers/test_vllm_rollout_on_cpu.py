@@ -15,7 +15,9 @@ pytestmark = pytest.mark.vllm
 def test_vllm_server_after_weight_sync_matches_actor_log_probs(tiny_model_dir, kv_store):
     hybrid = make_hybrid(tiny_model_dir, 1, name="vllm", rollout_name="vllm", sleeps=True)
     try:
-        hybrid.actor.update_actor(hybrid.actor.compute_log_prob(put_trajectories(kv_store)))  # now differs from disk
+        hybrid.actor.update_actor(
+            hybrid.actor.compute_log_prob(put_trajectories(kv_store))
+        )  # now differs from disk
         hybrid.sync(5)
         assert hybrid.rollout.weight_version() == [5]
         prompts = kv_store.kv_batch_put(["v0", "v1"], "train", tags=[{"uid": "v0"}, {"uid": "v1"}])

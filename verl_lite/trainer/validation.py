@@ -132,8 +132,8 @@ def _name_problems(config: PPOConfig) -> list[str]:
     from verl_lite.trainer.ppo import trainer_sync  # noqa: F401  registers "sync"
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
-    from verl_lite.workers.engine import ENGINES
     from verl_lite.workers.agent_loop import AGENT_LOOPS
+    from verl_lite.workers.engine import ENGINES
     from verl_lite.workers.rollout import ROLLOUTS
 
     checks = [
@@ -251,7 +251,9 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
             if not isinstance(value, int) or value < 1:
                 problems.append(f"{key}.{field_name}={value!r} is not valid; use an integer >= 1.")
     if not isinstance(rollout.agent.num_workers, int) or rollout.agent.num_workers < 1:
-        problems.append(f"{key}.agent.num_workers={rollout.agent.num_workers!r} is not valid; use an integer >= 1.")
+        problems.append(
+            f"{key}.agent.num_workers={rollout.agent.num_workers!r} is not valid; use an integer >= 1."
+        )
     return problems
 
 

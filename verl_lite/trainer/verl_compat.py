@@ -82,8 +82,10 @@ VERL_KEYS = (
 VERL_VALUES = {
     "actor_rollout_ref.rollout.mode": {
         "sync": ("hybrid", "rollout servers in the actor's processes (verl_lite has no batch rollout)."),
-        "async": ("hybrid", "verl_lite's rollout is always servers driven by agent loops, here in the actor's "
-                  "processes."),
+        "async": (
+            "hybrid",
+            "verl_lite's rollout is always servers driven by agent loops, here in the actor's processes.",
+        ),
     },
 }
 

@@ -1,0 +1,57 @@
+"""Tool-calling trajectories through main_ppo: the tool agent, the calculator, the parser and the masks.
+
+The policy is scripted (tests/trainer/scripted_tool_policy.py: one calculator call, then the answer it
+returned; sample 0 of every prompt calls a tool that does not exist), so what is checked is the plumbing
+around a model that calls tools: every other part of the run is the real one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.trainer.helpers import train
+from verl_lite.trainer.validation import EMBEDDED_MODEL
+from verl_lite.workers.tools.chat_template import TOOL_CHAT_TEMPLATE
+
+ARR = "actor_rollout_ref"
+POLICY = Path(__file__).resolve().parent / "scripted_tool_policy.py"
+CALCULATOR = Path(__file__).resolve().parents[2] / "verl_lite" / "configs" / "tools" / "calculator.yaml"
+
+
+def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path):
+    model = tmp_path / "tool_model"
+    shutil.copytree(EMBEDDED_MODEL, model)
+    (model / "chat_template.jinja").write_text(TOOL_CHAT_TEMPLATE)
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        f"trainer.extensions=[{POLICY}]",
+        f"{ARR}.model.path={model}",
+        f"{ARR}.rollout.name=scripted_calculator",
+        f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
+        f"{ARR}.rollout.multi_turn.tool_config_path={CALCULATOR}",
+        f"{ARR}.rollout.multi_turn.format=hermes",
+        f"{ARR}.rollout.multi_turn.max_assistant_turns=3",
+        f"{ARR}.rollout.multi_turn.max_user_turns=2",
+        f"{ARR}.rollout.multi_turn.max_parallel_calls=2",
+        f"{ARR}.rollout.multi_turn.max_tool_response_length=64",
+        f"{ARR}.rollout.multi_turn.tool_response_truncate_side=left",
+        f"{ARR}.rollout.multi_turn.tool_timeout_s=5.0",
+        "data.max_response_length=192",
+        "algorithm.adv_estimator=rloo",
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        # call, result, answer: three turns and one tool call per trajectory
+        assert h["agent/num_turns/min"] == h["agent/num_turns/max"] == 3
+        assert h["agent/tool_calls/mean"] == 1.0
+        # the unknown tool is an error the model sees, never a failed step
+        assert h["agent/tool_errors"] == 4  # sample 0 of each of the 4 prompts
+        assert h["agent/tool_calls/calculator/mean"] == 1.0 and h["agent/tool_calls/abacus/mean"] == 1.0
+        # the scripted policy's log-probs are the served model's; the actor agrees on the model tokens
+        # (the tool-result tokens, which nobody sampled, are masked out of this check)
+        assert h["training/rollout_probs_diff_mean"] < 1e-4
+        # every scripted answer is the same (#### 42), so RLOO's advantages and the gradient are 0
+        assert h["critic/advantages/max"] == h["critic/advantages/min"] == 0.0 and "actor/pg_loss" in h
+        assert h["kv/controller_bytes_read"] == 0
