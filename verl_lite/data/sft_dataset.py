@@ -1,7 +1,10 @@
 """Tokenize SFT chat rows (or plain text) into ``input_ids`` / ``labels`` and collate them into batches.
 
 Chat mode keeps the final assistant turn as the target: every earlier position has label -100, so
-cross-entropy covers only the answer (and its closing eos token). The prompt and the answer are
+cross-entropy covers only the answer (and its closing eos token). A row's optional ``tools`` (tool
+schemas in OpenAI function format, a list or its JSON string) reach the chat template as ``tools=``,
+as they do at rollout time; to train several assistant turns of one conversation, give one row per
+turn, each ending with it (``verl_lite.data.synthetic_tools`` does). The prompt and the answer are
 tokenized separately and concatenated, so the training sequence is exactly what the policy sees at
 rollout time (prompt ids from ``add_generation_prompt=True``, then generated ids). Pre-training mode
 makes every real token a target. Labels are aligned with ``input_ids`` (HF causal-LM convention: the
@@ -10,6 +13,7 @@ model shifts them). Rows whose target is cut away entirely by ``max_length`` are
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +31,16 @@ IGNORE_INDEX = -100
 Example = dict[str, list[int]]
 
 
-def encode_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]], max_length: int) -> Example | None:
+def encode_chat(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    max_length: int,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> Example | None:
     """Token ids and prompt-masked labels of one conversation ending with an assistant turn.
+
+    Args:
+        tools: tool schemas passed to the chat template (None: a conversation without tools).
 
     Returns:
         ``{"input_ids", "labels"}`` (lists of equal length <= ``max_length``), or None when
@@ -36,8 +48,11 @@ def encode_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]], max_lengt
     """
     if not messages or messages[-1]["role"] != "assistant":
         raise ValueError("encode_chat: the last message must be the assistant turn to learn.")
-    prompt = tokenizer.apply_chat_template(list(messages[:-1]), tokenize=False, add_generation_prompt=True)
-    full = tokenizer.apply_chat_template(list(messages), tokenize=False)
+    extra = {"tools": list(tools)} if tools else {}
+    prompt = tokenizer.apply_chat_template(
+        list(messages[:-1]), tokenize=False, add_generation_prompt=True, **extra
+    )
+    full = tokenizer.apply_chat_template(list(messages), tokenize=False, **extra)
     if not full.startswith(prompt):
         raise ValueError("encode_chat: the chat template does not render the prompt as a prefix of the chat.")
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -62,7 +77,8 @@ class SFTDataset(Dataset):
     """Pre-tokenized SFT examples held in memory.
 
     Args:
-        rows: mappings with a ``messages`` list (chat mode) or a ``text`` string (pretrain mode).
+        rows: mappings with a ``messages`` list and optional ``tools`` (chat mode) or a ``text`` string
+            (pretrain mode).
         tokenizer: a HF tokenizer with a chat template (chat mode).
         max_length: longest example in tokens.
         mode: ``"chat"`` (loss on the final assistant turn) or ``"pretrain"`` (loss on every token).
@@ -82,7 +98,7 @@ class SFTDataset(Dataset):
             if mode == "pretrain":
                 self.examples.append(encode_text(tokenizer, row["text"], max_length))
                 continue
-            example = encode_chat(tokenizer, list(row["messages"]), max_length)
+            example = encode_chat(tokenizer, list(row["messages"]), max_length, _row_tools(row))
             if example is None:
                 self.num_truncated += 1
             else:
@@ -100,6 +116,14 @@ class SFTDataset(Dataset):
 
     def __getitem__(self, index: int) -> Example:
         return self.examples[index]
+
+
+def _row_tools(row: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The row's tool schemas: its ``tools`` list, or that list written as a JSON string; None without."""
+    tools = row.get("tools")
+    if isinstance(tools, str):
+        tools = json.loads(tools) if tools.strip() else None
+    return list(tools) if tools else None
 
 
 def collate_sft(examples: Sequence[Example], pad_token_id: int) -> dict[str, torch.Tensor]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,23 +162,28 @@ def make_problem(rng: random.Random, spec: ArithmeticSpec) -> Problem:
 
 
 def generate_splits(
-    sizes: dict[str, int], seed: int = 0, spec: ArithmeticSpec | None = None
-) -> dict[str, list[Problem]]:
+    sizes: dict[str, int],
+    seed: int = 0,
+    spec: ArithmeticSpec | None = None,
+    draw: Callable[[random.Random], Any] | None = None,
+) -> dict[str, list[Any]]:
     """Problems for each split, with no question shared between splits.
 
     Splits are filled in the order of ``sizes``, from one random stream seeded by ``seed``, so a split
-    listed first does not change when later splits grow.
+    listed first does not change when later splits grow. ``draw(rng)`` makes one problem (anything with
+    a ``question``; default :func:`make_problem` with ``spec``), so other tasks share the bookkeeping.
     """
     spec = spec or ArithmeticSpec()
+    draw = draw or (lambda rng: make_problem(rng, spec))
     rng = random.Random(seed)
     seen: set[str] = set()
-    splits: dict[str, list[Problem]] = {}
+    splits: dict[str, list[Any]] = {}
     for split, size in sizes.items():
-        problems: list[Problem] = []
+        problems: list[Any] = []
         for _ in range(100 * size + 100):
             if len(problems) == size:
                 break
-            problem = make_problem(rng, spec)
+            problem = draw(rng)
             if problem.question not in seen:
                 seen.add(problem.question)
                 problems.append(problem)
