@@ -7,27 +7,32 @@ around a model that calls tools: every other part of the run is the real one.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from tests.trainer.helpers import train
-from verl_lite.trainer.validation import EMBEDDED_MODEL
 from verl_lite.workers.tools.chat_template import TOOL_CHAT_TEMPLATE
 
 ARR = "actor_rollout_ref"
 POLICY = Path(__file__).resolve().parent / "scripted_tool_policy.py"
-CALCULATOR = Path(__file__).resolve().parents[2] / "verl_lite" / "configs" / "tools" / "calculator.yaml"
+PACKAGE = Path(__file__).resolve().parents[2] / "verl_lite"
+CALCULATOR = PACKAGE / "configs" / "tools" / "calculator.yaml"
+AGENT_MODEL = PACKAGE / "assets" / "tiny_agent_model"
+TOOL_DATA = PACKAGE / "assets" / "synthetic_tools"
 
 
 def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path):
-    model = tmp_path / "tool_model"
-    shutil.copytree(EMBEDDED_MODEL, model)
-    (model / "chat_template.jinja").write_text(TOOL_CHAT_TEMPLATE)
+    # the calculator task's rows (agent_name=tool_agent, data_source=synthetic_calc) and its agent model,
+    # whose tokenizer carries the tools-capable chat template
+    assert (AGENT_MODEL / "chat_template.jinja").read_text() == TOOL_CHAT_TEMPLATE
     history = train(
         tmp_path,
         "trainer.total_training_steps=2",
         f"trainer.extensions=[{POLICY}]",
-        f"{ARR}.model.path={model}",
+        f"{ARR}.model.path={AGENT_MODEL}",
+        f"data.train_files={TOOL_DATA / 'train.parquet'}",
+        f"data.val_files={TOOL_DATA / 'val.parquet'}",
+        "data.default_data_source=synthetic_calc",
+        "data.max_prompt_length=96",
         f"{ARR}.rollout.name=scripted_calculator",
         f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
         f"{ARR}.rollout.multi_turn.tool_config_path={CALCULATOR}",
@@ -52,6 +57,8 @@ def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path
         # the scripted policy's log-probs are the served model's; the actor agrees on the model tokens
         # (the tool-result tokens, which nobody sampled, are masked out of this check)
         assert h["training/rollout_probs_diff_mean"] < 1e-4
-        # every scripted answer is the same (#### 42), so RLOO's advantages and the gradient are 0
+        # every scripted answer is the same (#### 42): the synthetic_calc scorer gives one score per
+        # prompt, so RLOO's advantages (and the gradient) are 0
         assert h["critic/advantages/max"] == h["critic/advantages/min"] == 0.0 and "actor/pg_loss" in h
+        assert "reward_extra/used_tool/mean" in h  # the synthetic_calc scorer's own metric
         assert h["kv/controller_bytes_read"] == 0
