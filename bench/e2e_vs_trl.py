@@ -16,6 +16,12 @@ meaningless and only step time is reported.
 
     .venv/bin/python bench/e2e_vs_trl.py                          # embedded tiny model, 2 + 10 steps
     .venv/bin/python bench/e2e_vs_trl.py --model 30m --threads 2   # both cores, vLLM bound to both
+
+``--baseline REF`` adds a row for each verl_lite engine run from the git revision ``REF`` (exported with
+``git archive``, put first on the engine's ``PYTHONPATH``; same interpreter, same settings), alternating with
+the others, so that a change is measured against the code before it in the same sitting:
+
+    .venv/bin/python bench/e2e_vs_trl.py --engines verl_lite-hf,verl_lite-vllm --baseline 26ffe6d
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ ASSETS = ROOT / "verl_lite" / "assets"
 CONFIG_DIR = ROOT / "verl_lite" / "configs"
 DEFAULT_TRL_VENV = ROOT / ".venv-trl"
 ENGINES = ("bare", "verl_lite-hf", "verl_lite-vllm", "trl")
+VERL_LITE_ENGINES = ("verl_lite-hf", "verl_lite-vllm")
+# The engine-name suffix of a verl_lite engine run from the ``--baseline`` revision.
+BASELINE = "@baseline"
 LABELS = {
     "bare": "bare loop (floor)",
     "verl_lite-hf": "verl_lite (hf rollout)",
@@ -96,7 +105,12 @@ def run_verl_lite(s: Settings, rollout: str) -> dict:
     """verl_lite through its public entry point (``main_ppo``'s config and ``run``) with Hydra overrides."""
     from hydra import compose, initialize_config_dir
 
+    import verl_lite
     from verl_lite.main_ppo import load_config, run
+
+    # the configs of the verl_lite this process imported (this checkout's, or the baseline revision's)
+    config_dir = Path(verl_lite.__file__).resolve().parent / "configs"
+    print(f"verl_lite from {config_dir.parent}", flush=True)
 
     batch = s.prompts * s.n
     overrides = [
@@ -128,7 +142,7 @@ def run_verl_lite(s: Settings, rollout: str) -> dict:
         f"trainer.default_local_dir={s.work_dir}/checkpoints",
         "ray_kwargs.ray_init.num_cpus=8",
     ]
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         cfg = compose("ppo_trainer", overrides=overrides)
     history = run(load_config(cfg))
     accuracy = None
@@ -136,8 +150,12 @@ def run_verl_lite(s: Settings, rollout: str) -> dict:
         for key, value in record.items():
             if key.startswith("val-core/") and key.endswith("/acc/mean@1"):
                 accuracy = value
+    steps = [h for h in history if "timing_s/step" in h]
+    phases = sorted({k for h in steps for k in h if k.startswith("timing_s/") and k != "timing_s/step"})
     return {
-        "step_seconds": [h["timing_s/step"] for h in history if "timing_s/step" in h],
+        "step_seconds": [h["timing_s/step"] for h in steps],
+        # seconds of each phase of the step (gen, old_log_prob, update_actor, ...), step by step
+        "phase_seconds": {k: [h.get(k, 0.0) for h in steps] for k in phases},
         "accuracy": accuracy if s.evaluate else None,
     }
 
@@ -231,7 +249,7 @@ def run_engine(engine: str, settings_json: str, out_path: str) -> None:
     elif engine == "trl":
         result = run_trl(s)
     else:
-        result = run_verl_lite(s, engine.split("-", 1)[1])
+        result = run_verl_lite(s, engine.removesuffix(BASELINE).split("-", 1)[1])
     Path(out_path).write_text(json.dumps(result))
 
 
@@ -278,8 +296,34 @@ def trl_python(venv: Path) -> Path | None:
     return python if ok else None
 
 
-def engine_env(threads: int) -> dict[str, str]:
-    """Environment of every engine subprocess: same threads and priority; vLLM's model gets those cores."""
+def export_revision(ref: str, dest: Path) -> str:
+    """Write the files of git revision ``ref`` of this repository into ``dest``; returns its short hash."""
+    short = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", ref], capture_output=True, text=True
+    )
+    if short.returncode:
+        raise SystemExit(f"--baseline {ref!r} is not a revision of {ROOT}: {short.stderr.strip()}")
+    dest.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", ref], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
+    if archive.wait():
+        raise SystemExit(f"git archive {ref} failed (exit {archive.returncode})")
+    return short.stdout.strip()
+
+
+def label(engine: str, baseline: str | None = None) -> str:
+    """The table's name of ``engine`` (a baseline engine names its revision)."""
+    if engine.endswith(BASELINE):
+        return f"{LABELS[engine.removesuffix(BASELINE)]} @ {baseline or 'baseline'}"
+    return LABELS[engine]
+
+
+def engine_env(threads: int, root: Path = ROOT) -> dict[str, str]:
+    """Environment of every engine subprocess: same threads and priority; vLLM's model gets those cores.
+
+    ``root`` is the checkout whose ``verl_lite`` the engine imports (first on ``PYTHONPATH``, ahead of
+    the editable install of this one).
+    """
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS=str(threads),
@@ -292,13 +336,13 @@ def engine_env(threads: int) -> dict[str, str]:
         RAY_worker_niceness="0",
         HF_HUB_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
-        PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=os.pathsep.join([str(root), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")]),
     )
     return env
 
 
-def launch(engine: str, python: Path, s: Settings, timeout_s: float) -> dict:
-    """Run ``engine`` in a fresh process; returns its result or ``{"status": why it has none}``."""
+def launch(engine: str, python: Path, s: Settings, timeout_s: float, root: Path = ROOT) -> dict:
+    """Run ``engine`` (importing ``root``'s verl_lite) in a fresh process; its result or ``{"status": why not}``."""
     out = Path(s.work_dir) / f"{engine}.json"
     log = Path(s.work_dir) / f"{engine}.log"
     cmd = [
@@ -315,15 +359,15 @@ def launch(engine: str, python: Path, s: Settings, timeout_s: float) -> dict:
                 [*cmd, "--_out", str(out)],
                 stdout=handle,
                 stderr=subprocess.STDOUT,
-                env=engine_env(s.threads),
-                cwd=ROOT,
+                env=engine_env(s.threads, root),
+                cwd=root,  # Ray puts the driver's working directory first on its workers' sys.path
                 timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
             return {"status": f"timed out after {timeout_s:.0f} s"}
     if proc.returncode != 0 or not out.exists():
         tail = "\n".join(log.read_text().splitlines()[-15:])
-        print(f"{LABELS[engine]} failed (exit {proc.returncode}); last lines of its log:\n{tail}", flush=True)
+        print(f"{label(engine)} failed (exit {proc.returncode}); last lines of its log:\n{tail}", flush=True)
         return {"status": f"failed (exit {proc.returncode})"}
     return json.loads(out.read_text())
 
@@ -337,8 +381,12 @@ def combine(runs: list[dict], warmup: int) -> dict:
     if failed:
         return {"status": failed[0]}
     accuracies = [r["accuracy"] for r in runs if r.get("accuracy") is not None]
+    phases = sorted({k for r in runs for k in r.get("phase_seconds", {})})
     return {
         "measured": [t for r in runs for t in r["step_seconds"][warmup:]],
+        "phases": {
+            k: [t for r in runs for t in r.get("phase_seconds", {}).get(k, [])[warmup:]] for k in phases
+        },
         "accuracy": statistics.mean(accuracies) if accuracies else None,
         "accuracy_before": runs[0].get("accuracy_before"),
     }
@@ -350,7 +398,7 @@ def median_step(result: dict) -> float | None:
     return statistics.median(measured) if measured else None
 
 
-def table(results: dict[str, dict], s: Settings) -> str:
+def table(results: dict[str, dict], s: Settings, baseline: str | None = None) -> str:
     """The markdown comparison table (ratios against the bare loop and TRL; accuracy when evaluated)."""
     medians = {e: median_step(r) for e, r in results.items()}
     bare, trl = medians.get("bare"), medians.get("trl")
@@ -368,15 +416,36 @@ def table(results: dict[str, dict], s: Settings) -> str:
             if s.evaluate:
                 acc = result.get("accuracy")
                 cells.append(f"{acc:.3f}" if acc is not None else "–")
-        lines.append(f"| {LABELS[engine]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(engine, baseline)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def verdicts(results: dict[str, dict], s: Settings) -> list[str]:
+def phase_table(results: dict[str, dict], baseline: str | None = None) -> str:
+    """Median seconds of each phase of a verl_lite step (gen, old_log_prob, ...), one row per engine."""
+    rows = {e: r["phases"] for e, r in results.items() if r.get("phases")}
+    if not rows:
+        return ""
+    phases = sorted({k for p in rows.values() for k in p})
+    names = [k.removeprefix("timing_s/") for k in phases]
+    lines = ["| engine | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for engine, per_phase in rows.items():
+        cells = [f"{statistics.median(per_phase[k]):.3f}" if per_phase.get(k) else "–" for k in phases]
+        lines.append(f"| {label(engine, baseline)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def verdicts(results: dict[str, dict], s: Settings, baseline: str | None = None) -> list[str]:
     """The issue's targets, each as met / not met (skipped when a side is missing)."""
     medians = {e: median_step(r) for e, r in results.items()}
     ours, bare, trl = medians.get("verl_lite-hf"), medians.get("bare"), medians.get("trl")
     out = []
+    for engine in VERL_LITE_ENGINES:
+        now, before = medians.get(engine), medians.get(engine + BASELINE)
+        if now and before:
+            out.append(
+                f"{LABELS[engine]} / {baseline} = {now / before:.2f} "
+                f"(target ≤ 1.05: {'met' if now <= 1.05 * before else 'not met'})"
+            )
     if ours and bare:
         out.append(
             f"verl_lite(hf) / bare = {ours / bare:.2f} (target ≤ 1.15: {'met' if ours <= 1.15 * bare else 'not met'})"
@@ -418,6 +487,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)}"
     )
+    p.add_argument(
+        "--baseline", help="git revision whose verl_lite runs beside this one (a row per verl_lite engine)"
+    )
     p.add_argument("--trl_venv", type=Path, default=Path(os.environ.get("TRL_VENV", DEFAULT_TRL_VENV)))
     p.add_argument("--timeout_s", type=float, default=900.0, help="limit for each engine's subprocess")
     p.add_argument("--markdown", help="also write the table (with its settings line) to this file")
@@ -429,6 +501,7 @@ def parse_args() -> argparse.Namespace:
 
 def engine_python(engine: str, trl_venv: Path) -> Path | None:
     """The interpreter that runs ``engine``, or None when its framework is not installed."""
+    engine = engine.removesuffix(BASELINE)
     if engine == "trl":
         python = trl_python(trl_venv)
         if python is None:
@@ -458,16 +531,22 @@ def settings_line(
     return line + "."
 
 
-def run_rounds(engines: list[str], s: Settings, rounds: int, trl_venv: Path, timeout_s: float) -> dict:
-    """Run every engine ``rounds`` times, reversing the order each round so that load drifts even out."""
+def run_rounds(
+    engines: list[str], s: Settings, rounds: int, trl_venv: Path, timeout_s: float, baseline_root: Path | None
+) -> dict:
+    """Run every engine ``rounds`` times, reversing the order each round so that load drifts even out.
+
+    Engines named ``...@baseline`` import the verl_lite exported to ``baseline_root``.
+    """
     pythons = {engine: engine_python(engine, trl_venv) for engine in engines}
     runs: dict[str, list[dict]] = {engine: [] for engine in engines}
     for r in range(rounds):
         for engine in engines if r % 2 == 0 else engines[::-1]:
             python = pythons[engine]
-            print(f"== round {r + 1}/{rounds}: {LABELS[engine]}", flush=True)
+            root = baseline_root if engine.endswith(BASELINE) else ROOT
+            print(f"== round {r + 1}/{rounds}: {label(engine)}", flush=True)
             runs[engine].append(
-                launch(engine, python, s, timeout_s) if python else {"status": "not installed"}
+                launch(engine, python, s, timeout_s, root) if python else {"status": "not installed"}
             )
     return {engine: combine(runs[engine], s.warmup) for engine in engines}
 
@@ -483,6 +562,11 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--engines has unknown names {unknown}; valid: {', '.join(ENGINES)}")
     with tempfile.TemporaryDirectory(prefix="e2e_vs_trl_") as work:
+        baseline, baseline_root = None, None
+        if args.baseline:
+            baseline_root = Path(work) / "baseline"
+            baseline = export_revision(args.baseline, baseline_root)
+            engines += [e + BASELINE for e in engines if e in VERL_LITE_ENGINES]
         model_dir, params = ASSETS / "tiny_model", None
         if args.model == "30m":
             model_dir = Path(work) / "model_30m"
@@ -502,11 +586,14 @@ def main() -> None:
             work_dir=work,
         )
         load_start = os.getloadavg()[0]
-        results = run_rounds(engines, s, args.rounds, args.trl_venv, args.timeout_s)
+        results = run_rounds(engines, s, args.rounds, args.trl_venv, args.timeout_s, baseline_root)
     load = (load_start, os.getloadavg()[0])
-    body = f"{settings_line(s, params, args.rounds, load, results)}\n\n{table(results, s)}\n"
+    body = f"{settings_line(s, params, args.rounds, load, results)}\n\n{table(results, s, baseline)}\n"
+    phases = phase_table(results, baseline)
+    if phases:
+        body += f"\nMedian seconds per phase of a verl_lite step:\n\n{phases}\n"
     print(f"\n{body}")
-    for line in verdicts(results, s):
+    for line in verdicts(results, s, baseline):
         print(line)
     if args.markdown:
         Path(args.markdown).write_text(body)
