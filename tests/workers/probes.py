@@ -56,6 +56,31 @@ class SleepProbeServer(HFServer):
         self.stash = None
 
 
+@register_rollout("hf_recording")
+class RecordingServer(HFServer):
+    """HF server that keeps every request it served: its id, the prompt ids it got and what it returned.
+
+    Generation is the real one; the record is what a test compares the stored trajectories against.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.requests: list[dict] = []
+
+    async def generate(self, request_id, prompt_ids, sampling, max_tokens):
+        out = await super().generate(request_id, prompt_ids, sampling, max_tokens)
+        self.requests.append(
+            {
+                "request_id": request_id,
+                "prompt_ids": list(prompt_ids),
+                "token_ids": list(out.token_ids),
+                "log_probs": list(out.log_probs),
+                "finish_reason": out.finish_reason,
+            }
+        )
+        return out
+
+
 class InspectableRollout(RolloutWorker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def rollout_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -67,6 +92,11 @@ class InspectableRollout(RolloutWorker):
         """Whether the server sleeps here, is asleep now, and (probe backend) the calls it saw."""
         events = getattr(self.server, "events", None)
         return {"sleeps": self.sleeps_between_steps, "asleep": self.asleep, "events": events}
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def recorded_requests(self) -> list[dict]:
+        """Every request the (``hf_recording``) server served, in the order they finished."""
+        return list(self.server.requests)
 
 
 class InspectableActor(PolicyWorker):
