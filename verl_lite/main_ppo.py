@@ -10,6 +10,10 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
+from verl_lite.utils.config import register_package_resolver
+
+register_package_resolver()
+
 
 def load_config(cfg: DictConfig):
     """Typed, defaults-resolved and validated config from Hydra's ``cfg``.

@@ -27,8 +27,11 @@ def compose_config(name: str, overrides: list[str]):
         return compose(name, overrides=list(overrides))
 
 
-def train(tmp_path, *overrides):
-    """``main_ppo`` on the FAST settings with its run folder under ``tmp_path``; returns the step metrics."""
+def train(tmp_path, *overrides, config_name: str = "ppo_trainer"):
+    """``main_ppo`` on the FAST settings with its run folder under ``tmp_path``; returns the step metrics.
+
+    ``config_name`` picks the packaged config (``--config-name``); ``overrides`` apply after FAST's.
+    """
     if ray.is_initialized():
         ray.shutdown()
-    return run(load_config(compose_config("ppo_trainer", [*FAST, f"trainer.run_dir={tmp_path}", *overrides])))
+    return run(load_config(compose_config(config_name, [*FAST, f"trainer.run_dir={tmp_path}", *overrides])))

@@ -62,3 +62,30 @@ def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path
         assert h["critic/advantages/max"] == h["critic/advantages/min"] == 0.0 and "actor/pg_loss" in h
         assert "reward_extra/used_tool/mean" in h  # the synthetic_calc scorer's own metric
         assert h["kv/controller_bytes_read"] == 0
+
+
+def test_agent_tiny_config_calls_the_calculator_with_the_shipped_agent_model(tmp_path):
+    # --config-name agent_tiny: the tool task, the agent model and the tool loop come from the config
+    # alone; only the FAST sizes (and the response budget the tool turns need) are overridden
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        "data.max_response_length=256",
+        "trainer.val_before_train=true",
+        config_name="agent_tiny",
+    )
+    assert [h["step"] for h in history if "step" in h][-2:] == [1, 2]
+    steps = [h for h in history if "agent/tool_calls/mean" in h]
+    assert len(steps) == 2
+    for h in steps:
+        # the SFT'd model calls the calculator on most problems (the products) and then answers:
+        # a call turn, the tool's result, the answer
+        assert h["agent/tool_calls/mean"] > 0.2
+        assert h["agent/num_turns/max"] == 3
+        assert h["reward_extra/used_tool/mean"] > 0.2
+        assert h["training/rollout_probs_diff_mean"] < 1e-4
+    # validation runs the tool loop greedily on the whole val split: the products it solves
+    accuracies = [
+        h["val-core/synthetic_calc/acc/mean@1"] for h in history if "val-core/synthetic_calc/acc/mean@1" in h
+    ]
+    assert len(accuracies) == 2 and 0.3 < accuracies[0] < 0.7

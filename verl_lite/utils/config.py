@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# The installed verl_lite package: what ``${verl_lite:...}`` paths in configs are relative to.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def register_package_resolver() -> None:
+    """Let yaml configs name files shipped in the package: ``${verl_lite:assets/tiny_agent_model}``."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("verl_lite"):
+        OmegaConf.register_new_resolver("verl_lite", lambda relative: os.path.join(PACKAGE_DIR, relative))
 
 
 def from_config(cls: type[T], config: Any = None, where: str = "") -> T:
