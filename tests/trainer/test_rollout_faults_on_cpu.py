@@ -39,12 +39,17 @@ def kill_at(tmp_path, monkeypatch):
     return arm
 
 
-def check_fault_handled(folder: Path, dumps: Path, history: list[dict], step: int) -> None:
+def check_fault_handled(
+    folder: Path, dumps: Path, history: list[dict], step: int, probs_diff: float = 1e-4
+) -> None:
     """The kill happened, its requests were served afterwards, and ``step`` trained every prompt once."""
     killed = json.loads((folder / "killed.json").read_text())
     served = [line.split() for line in (folder / "served.txt").read_text().splitlines()]
-    after = {rid for when, rid in served if float(when) > killed["time"]}
-    assert killed["in_flight"] and set(killed["in_flight"]) <= after
+    after = {rid: float(when) - killed["time"] for when, rid in served if float(when) > killed["time"]}
+    assert killed["in_flight"] and set(killed["in_flight"]) <= set(after)
+    # the reaction time, for reading with -s (docs/benchmarks.md), not a check
+    waits = [after[rid] for rid in killed["in_flight"]]
+    print(f"\nkilled requests served again {min(waits):.2f}-{max(waits):.2f} s after the SIGKILL")
     metrics = {h["step"]: h for h in history}
     assert metrics[step]["rollout/requests_retried"] >= len(killed["in_flight"])
     rows = [json.loads(line) for line in (dumps / f"{step}.jsonl").read_text().splitlines()]
@@ -53,7 +58,7 @@ def check_fault_handled(folder: Path, dumps: Path, history: list[dict], step: in
     assert sorted(Counter(row["uid"] for row in rows).values()) == [SAMPLES] * PROMPTS
     # the rollout sampled with the actor's weights (step 2: the ones synced after step 1) on every server
     for h in history:
-        assert h["training/rollout_probs_diff_mean"] < 1e-4
+        assert h["training/rollout_probs_diff_mean"] < probs_diff
 
 
 def test_hf_server_killed_mid_step_is_dropped_and_the_step_completes_on_the_other(tmp_path, kill_at):
@@ -86,6 +91,27 @@ def test_hf_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_pat
     assert [h["step"] for h in history] == [1, 2]
     check_fault_handled(folder, tmp_path / "dumps", history, step=2)
     assert sum(h["rollout/server_restarts"] for h in history) == 1
+
+
+@pytest.mark.vllm
+def test_vllm_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_path, kill_at):
+    # Also the standalone vLLM end-to-end test (one engine start fewer in the suite): the step-1 weights
+    # reach the server through the ray engine, and its replacement through the recovery board.
+    folder = kill_at(2)
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        *STANDALONE,
+        f"{ARR}.name=vllm_dying",
+        f"{ARR}.max_restarts=1",
+        f"{ARR}.max_model_len=96",
+        f"{ARR}.free_cache_engine=false",
+        f"trainer.rollout_data_dir={tmp_path / 'dumps'}",
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    check_fault_handled(folder, tmp_path / "dumps", history, step=2, probs_diff=1e-3)
+    assert sum(h["rollout/server_restarts"] for h in history) == 1
+    assert history[0]["update_weights/bytes"] > 0 and history[-1]["kv/controller_bytes_read"] == 0
 
 
 def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, kill_at):
