@@ -11,6 +11,7 @@ saying so.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def check_fault_handled(
     served = [line.split() for line in (folder / "served.txt").read_text().splitlines()]
     after = {rid: float(when) - killed["time"] for when, rid in served if float(when) > killed["time"]}
     assert killed["in_flight"] and set(killed["in_flight"]) <= set(after)
-    # the reaction time, for reading with -s (docs/benchmarks.md), not a check
+    # how long the run took to react, for reading with -s; not a check
     waits = [after[rid] for rid in killed["in_flight"]]
     print(f"\nkilled requests served again {min(waits):.2f}-{max(waits):.2f} s after the SIGKILL")
     metrics = {h["step"]: h for h in history}
@@ -115,7 +116,7 @@ def test_vllm_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_p
 
 
 def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, kill_at):
-    kill_at(1)
+    folder = kill_at(1)
     with pytest.raises(
         Exception, match="every rollout server is gone: server 0 died .*rollout.max_restarts=0"
     ):
@@ -126,3 +127,5 @@ def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, 
             f"{ARR}.name=hf_dying",
             f"{ARR}.max_restarts=0",
         )
+    killed = json.loads((folder / "killed.json").read_text())
+    print(f"\nthe run ended {time.time() - killed['time']:.2f} s after the SIGKILL (Ray shut down included)")
