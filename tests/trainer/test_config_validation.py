@@ -131,6 +131,14 @@ BAD_CONFIGS = [
         "'standalone'; use one of ray",
     ),
     (
+        [
+            "actor_rollout_ref.rollout.mode=standalone",
+            "actor_rollout_ref.rollout.checkpoint_engine=ray",
+            "actor_rollout_ref.rollout.max_restarts=-1",
+        ],
+        "actor_rollout_ref.rollout.max_restarts=-1 is not valid; use an integer >= 0",
+    ),
+    (
         ["actor_rollout_ref.rollout.mode=remote"],
         "actor_rollout_ref.rollout.mode='remote' is not valid; use one of hybrid, standalone",
     ),

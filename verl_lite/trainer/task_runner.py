@@ -32,7 +32,8 @@ def build_worker_groups(config: PPOConfig, manager):
     the agent-loop manager that drives the servers.
 
     Every role on the policy pool shares one process per slot (colocated): in the hybrid placement that
-    includes the rollout server, which then receives the weights in place.
+    includes the rollout server, which then receives the weights in place. Standalone servers are restarted
+    by Ray when their process dies (``rollout.max_restarts``) and recover through a ``RecoveryBoard``.
     """
     from verl_lite.single_controller.ray import (
         RayClassWithInitArgs,
@@ -45,17 +46,22 @@ def build_worker_groups(config: PPOConfig, manager):
     from verl_lite.workers.critic import CriticWorker
     from verl_lite.workers.policy import PolicyWorker
     from verl_lite.workers.reward_model import RewardModelWorker
+    from verl_lite.workers.rollout.recovery import RecoveryBoard
     from verl_lite.workers.rollout.worker import RolloutWorker
 
     arr = config.actor_rollout_ref
     hybrid = arr.rollout.mode == "hybrid"
+    recovery = None if hybrid else RecoveryBoard.remote()
     roles = {
         "actor": RayClassWithInitArgs(
             PolicyWorker, config=arr, role="actor_ref" if config.use_reference else "actor"
         )
     }
     rollout_cls = RayClassWithInitArgs(
-        RolloutWorker, config=arr, sleeps_between_steps=hybrid and arr.rollout.free_cache_engine
+        RolloutWorker,
+        config=arr,
+        sleeps_between_steps=hybrid and arr.rollout.free_cache_engine,
+        recovery=recovery,
     )
     if hybrid:
         roles["rollout"] = rollout_cls
@@ -74,12 +80,17 @@ def build_worker_groups(config: PPOConfig, manager):
     if hybrid:
         rollout = groups["rollout"]
     else:
-        rollout = RayWorkerGroup(manager.get_resource_pool(Role.Rollout), rollout_cls, name_prefix="rollout")
+        rollout = RayWorkerGroup(
+            manager.get_resource_pool(Role.Rollout),
+            rollout_cls,
+            name_prefix="rollout",
+            max_restarts=arr.rollout.max_restarts,
+        )
         rollout.init_model()
     return WorkerGroups(
         actor=groups["actor"],
         rollout=rollout,
-        agent_loop=AgentLoopManager(arr, config.reward, rollout),
+        agent_loop=AgentLoopManager(arr, config.reward, rollout, recovery),
         critic=groups.get("critic"),
         reward_model=groups.get("rm"),
     )

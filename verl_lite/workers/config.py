@@ -246,6 +246,10 @@ class RolloutConfig:
     # Size of the standalone rollout pool (one server per slot); ignored in hybrid.
     nnodes: int = 1
     n_gpus_per_node: int = 1
+    # Standalone only: times Ray restarts a rollout server whose process died (the replacement loads the
+    # latest weights before it serves); its requests are retried on the live servers meanwhile. 0 = a dead
+    # server is dropped. A hybrid server shares the actor's process, so its death ends the run.
+    max_restarts: int = 2
     # Samples per prompt during training.
     n: int = 8
     temperature: float = 1.0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +80,9 @@ class RayWorkerGroup:
 
     A bound method ``wg.m(*args)`` asks the method's dispatch mode to split the arguments per
     rank, calls ``m`` on each worker (tensor payloads travel as numpy buffers), and collects.
+
+    With ``max_restarts`` Ray builds a worker whose process died again, in its slot and with its
+    constructor arguments (calls in flight fail, none is retried); see :meth:`execute_on_live`.
     """
 
     def __init__(
@@ -86,10 +91,12 @@ class RayWorkerGroup:
         ray_cls_with_init: RayClassWithInitArgs,
         name_prefix: str | None = None,
         env_vars: dict[str, str] | None = None,
+        max_restarts: int = 0,
     ):
         self.resource_pool = resource_pool
         self.ray_cls_with_init = ray_cls_with_init
         self.name_prefix = name_prefix or resource_pool.name_prefix
+        self.max_restarts = max_restarts
         self._workers = self._create_workers(env_vars or {})
         self._method_prefix = ""
         self._mesh_cache: dict[str, list[MeshRank]] = {}
@@ -126,6 +133,9 @@ class RayWorkerGroup:
                     pg, placement_group_bundle_index=bundle
                 ),
                 "runtime_env": {"env_vars": env},
+                # the caller decides what to resend: a call may have run halfway on the dead process
+                "max_restarts": self.max_restarts,
+                "max_task_retries": 0,
             }
             if self.resource_pool.use_gpu:
                 options["num_gpus"] = share
@@ -229,6 +239,38 @@ class RayWorkerGroup:
         """Call any worker method (decorated or not) on every rank with the same arguments."""
         refs = [w._vl_execute.remote(method_name, pack_tree(args), pack_tree(kwargs)) for w in self._workers]
         return gather(refs, lambda i: self._describe(method_name, i))
+
+    def execute_on_live(self, method_name: str, *args: Any, poll_s: float = 0.5, **kwargs: Any) -> dict:
+        """Call a worker method on every rank still alive, with the same arguments; ``{rank: result}``.
+
+        For groups built with ``max_restarts``, and methods that may run twice: a rank Ray is restarting
+        gets the call again once it is up (printing what it waits for), a rank gone for good (restarts used
+        up) is left out. A method that raises fails as with ``execute_all``.
+        """
+        wire = pack_tree(args), pack_tree(kwargs)
+        pending = {r: self._workers[r]._vl_execute.remote(method_name, *wire) for r in range(self.world_size)}
+        results: dict[int, Any] = {}
+        waited: set[int] = set()
+        while pending:
+            rank, ref = next(iter(pending.items()))
+            try:
+                results[rank] = unpack_tree(ray.get(ref))
+                del pending[rank]
+            except ray.exceptions.ActorDiedError:
+                del pending[rank]
+            except ray.exceptions.ActorUnavailableError:
+                if rank not in waited:
+                    waited.add(rank)
+                    print(
+                        f"verl_lite: {self._describe(method_name, rank)} waits for Ray to restart the worker.",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                time.sleep(poll_s)
+                pending[rank] = self._workers[rank]._vl_execute.remote(method_name, *wire)
+            except ray.exceptions.RayTaskError as err:
+                raise WorkerError(_failure_message(self._describe(method_name, rank), err)) from None
+        return results
 
     # ---- colocation ---------------------------------------------------------------------------
     def spawn(self, prefix_set: set[str] | list[str]) -> dict[str, RayWorkerGroup]:

@@ -31,7 +31,7 @@ from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
-from verl_lite.workers.agent_loop.worker import REWARD_SECONDS
+from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS
 from verl_lite.workers.policy import PROBS_DIFF, TRAJECTORY_FIELDS
 from verl_lite.workers.reward_model import rm_score_metrics
 
@@ -87,6 +87,8 @@ class PPOTrainer:
         self.global_step = 0
         self.total_steps = self._total_steps()
         self.timing: dict[str, float] = {}
+        # the rollout's fault counters of the current step (requests resent, servers restarted)
+        self.rollout_counts: dict[str, float] = {}
         self.history: list[dict[str, float]] = []
         self._submitted = 0
         # data source and ground truth of the prompt groups in flight, for the generation dumps
@@ -153,6 +155,7 @@ class PPOTrainer:
     def train_step(self, step: int) -> dict[str, float]:
         """One step: generate → sample → log-probs → ref → values → advantages → updates → sync → clear."""
         self.timing = {}
+        self.rollout_counts = {REQUESTS_RETRIED: 0.0, SERVER_RESTARTS: 0.0}
         start = time.perf_counter()
         with self.timed("gen"):
             self.generate(step, self.config.data.train_batch_size)
@@ -184,12 +187,14 @@ class PPOTrainer:
         # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
         reward_s = out.stats.get(f"{REWARD_SECONDS}/max", 0.0)
         self.timing["reward"] = self.timing.get("reward", 0.0) + reward_s
+        for name in self.rollout_counts:
+            self.rollout_counts[name] += out.stats.get(f"{name}/sum", 0.0)
         return meta.keys
 
     def sync_weights(self, version: int) -> dict[str, float]:
         """The actor's weights to every rollout server as ``version`` (in place when colocated)."""
         handle = self.groups.actor.send_weights(version)
-        return mean_of_dicts(self.groups.rollout.receive_weights(handle, version))
+        return mean_of_dicts(self.groups.agent_loop.receive_weights(handle, version))
 
     def refill(self, num_prompts: int) -> None:
         """``refill_fn`` of the replay buffer: generate replacements for evicted groups."""
@@ -386,6 +391,7 @@ class PPOTrainer:
                 "training/epoch": float(self.train_batches.epoch),
             }
         )
+        out.update(self.rollout_counts)
         out.update(tag_metrics(batch.tags, self.config.data.max_response_length))
         # The store's own accounting: token tensors the controller read (should stay 0).
         io = self.kv.io_accounting().get(self.kv.name, {})

@@ -2,7 +2,9 @@
 
 The controller hands it prompt keys and gets trajectory keys back; the agent-loop workers (Ray actors,
 ``rollout.agent.num_workers`` of them) do the rest. It also owns the rollout group's lifecycle calls
-that belong to a generation: the sleep after it, in the hybrid placement.
+that belong to a generation: the sleep after it, in the hybrid placement, and the weight sync before
+it, which in the standalone placement goes through the ``RecoveryBoard`` so that servers Ray restarts
+get the latest weights too (:mod:`verl_lite.workers.rollout.recovery`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ray
 from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
 from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
+from verl_lite.workers.agent_loop.worker import SERVER_RESTARTS
 
 
 class AgentLoopManager:
@@ -24,13 +27,16 @@ class AgentLoopManager:
         config: the ``actor_rollout_ref`` config.
         reward_config: the ``reward`` config (the workers score trajectories with it), or None.
         rollout: the rollout ``RayWorkerGroup`` (its ``generate`` endpoints are the servers).
+        recovery: the standalone placement's ``RecoveryBoard`` (the rollout group's workers hold it too),
+            or None in the hybrid placement, where a server lives and dies with its actor process.
     """
 
-    def __init__(self, config: Any, reward_config: Any, rollout: Any):
+    def __init__(self, config: Any, reward_config: Any, rollout: Any, recovery: Any = None):
         from verl_lite.workers.agent_loop.worker import AgentLoopWorker
 
         self.rollout = rollout
-        endpoints = rollout.endpoints("generate")
+        self.recovery = recovery
+        endpoints, probes = rollout.endpoints("generate"), rollout.endpoints("load")
         num_workers = max(1, int(config.rollout.agent.num_workers))
         remote = ray.remote(num_cpus=0)(AgentLoopWorker)
         env_vars = {NAME_PREFIX_ENV: KVStoreConfig.job_name_prefix()}
@@ -38,7 +44,7 @@ class AgentLoopManager:
             env_vars[EXTENSIONS_ENV] = os.environ[EXTENSIONS_ENV]
         env = {"env_vars": env_vars}
         self.workers = [
-            remote.options(runtime_env=env).remote(config, reward_config, endpoints, index)
+            remote.options(runtime_env=env).remote(config, reward_config, endpoints, probes, index)
             for index in range(num_workers)
         ]
 
@@ -53,9 +59,23 @@ class AgentLoopManager:
             if len(part)
         ]
         out = KVBatchMeta.concat(ray.get(refs)) if refs else KVBatchMeta([], partition_id=meta.partition_id)
-        # scoring and training need no engine memory (a no-op unless the placement and backend sleep)
-        self.rollout.sleep()
+        if self.recovery is None:
+            # scoring and training need no engine memory (a no-op unless the backend sleeps)
+            self.rollout.sleep()
+        elif not validate:
+            out.stats[f"{SERVER_RESTARTS}/sum"] = float(ray.get(self.recovery.take_restarts.remote()))
         return out
+
+    def receive_weights(self, handle: Any, version: int) -> list[dict[str, float]]:
+        """Every server loads the weights behind ``handle`` as ``version``; returns each one's metrics.
+
+        Standalone: the weights are published on the board first (a server Ray restarts later loads them
+        from there), a server being restarted now is waited for, one gone for good is skipped.
+        """
+        if self.recovery is None:
+            return self.rollout.receive_weights(handle, version)
+        ray.get(self.recovery.publish.remote(handle, version))
+        return list(self.rollout.execute_on_live("receive_weights", handle, version).values())
 
     def decode_trajectories(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
         """``{key: {"prompt": text, "response": text}}`` of ``meta``'s trajectories (for the JSONL dumps)."""
@@ -68,9 +88,9 @@ class AgentLoopManager:
 
     def shutdown(self) -> None:
         """End the agent-loop workers."""
-        for worker in self.workers:
+        for worker in [*self.workers, *([self.recovery] if self.recovery is not None else [])]:
             ray.kill(worker)
-        self.workers = []
+        self.workers, self.recovery = [], None
 
 
 __all__ = ["AgentLoopManager"]

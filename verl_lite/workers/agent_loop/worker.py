@@ -2,7 +2,8 @@
 
 An async Ray actor on the rollout side. For its share of a batch of prompt keys it starts ``n``
 trajectories per prompt (each an ``AgentLoop`` chosen by the row's ``agent_name``), sends every request
-to the least-loaded server and keeps a trajectory on that server across turns (its prefix cache), scores
+to the least-loaded live server and keeps a trajectory on that server across turns (its prefix cache;
+a request whose server died goes to another, see ``servers.py``), scores
 each trajectory as it finishes and writes it to the KV store; a prompt group is tagged ``finished``
 (or ``failure``) when its ``n`` samples are in. Only keys and tags go back to the controller.
 """
@@ -10,7 +11,6 @@ each trajectory as it finishes and writes it to the KV store; a prompt group is 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +23,8 @@ from verl_lite.protocol import to_jagged
 from verl_lite.reward.trajectory_scoring import ScoredResponse, reward_item, score_items
 from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.base import AgentLoopContext, AgentLoopOutput, get_agent_loop
+from verl_lite.workers.agent_loop.servers import LeastLoadedServers, StickyClient
 from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
-from verl_lite.workers.rollout.server import TokenOutput
 from verl_lite.workers.sequences import on_last_token
 
 # One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
@@ -33,49 +33,10 @@ GREEDY_SAMPLING = SamplingConfig(n=1, temperature=0.0, do_sample=False)
 ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name")
 # The stats entry (sum/count/max/min) of the seconds one agent-loop worker spent scoring.
 REWARD_SECONDS = "timing_s/reward"
-
-
-class LeastLoadedServers:
-    """Picks the server with the fewest requests in flight from this worker (ties: the lowest offset index).
-
-    ``offset`` staggers the tie-break between agent-loop workers, so that several workers starting at
-    once spread their first requests over the servers instead of all picking server 0.
-    """
-
-    def __init__(self, endpoints: list, offset: int = 0):
-        if not endpoints:
-            raise ValueError("the agent-loop manager got no rollout servers.")
-        self.endpoints = list(endpoints)
-        self.in_flight = [0] * len(endpoints)
-        self.offset = offset
-
-    def pick(self) -> int:
-        """The index of the least-loaded server."""
-        n = len(self.endpoints)
-        order = [(self.offset + i) % n for i in range(n)]
-        return min(order, key=lambda i: self.in_flight[i])
-
-
-class StickyClient:
-    """A ``ServerClient`` for one trajectory: its first request picks a server, later turns stay there."""
-
-    def __init__(self, servers: LeastLoadedServers, request_prefix: str):
-        self.servers = servers
-        self.request_prefix = request_prefix
-        self.server_index: int | None = None
-        self._turn = itertools.count()
-
-    async def generate(self, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int) -> TokenOutput:
-        """Send one request (the whole context so far) to this trajectory's server."""
-        if self.server_index is None:
-            self.server_index = self.servers.pick()
-        index = self.server_index
-        self.servers.in_flight[index] += 1
-        try:
-            request_id = f"{self.request_prefix}-{next(self._turn)}"
-            return await self.servers.endpoints[index].remote(request_id, prompt_ids, sampling, max_tokens)
-        finally:
-            self.servers.in_flight[index] -= 1
+# Counters handed back as ``<name>/sum`` stats: requests sent again because their server died, and
+# servers Ray restarted (the manager adds those).
+REQUESTS_RETRIED = "rollout/requests_retried"
+SERVER_RESTARTS = "rollout/server_restarts"
 
 
 @dataclass
@@ -110,10 +71,13 @@ class AgentLoopWorker:
         config: the ``actor_rollout_ref`` config.
         reward_config: the ``reward`` config (its manager scores finished trajectories), or None.
         endpoints: every rollout server's ``generate`` endpoint (remote methods), in replica order.
+        probes: every server's ``load`` endpoint (polled after a server failed), in the same order.
         index: this worker's index (staggers its first choice of server).
     """
 
-    def __init__(self, config: Any, reward_config: Any, endpoints: list, index: int = 0):
+    def __init__(
+        self, config: Any, reward_config: Any, endpoints: list, probes: list | None = None, index: int = 0
+    ):
         from transformers import AutoTokenizer
 
         from verl_lite.utils.extensions import load_extensions_from_env
@@ -125,7 +89,11 @@ class AgentLoopWorker:
         self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer_path or model.path)
         self.context = AgentLoopContext.from_config(self.tokenizer, rollout)
         self.default_agent = rollout.agent.default_agent_loop
-        self.servers = LeastLoadedServers(endpoints, offset=index)
+        if rollout.mode == "standalone":
+            death_note = f" and rollout.max_restarts={rollout.max_restarts} restarts were used up"
+        else:
+            death_note = "; a hybrid server dies with its actor process: rollout.mode=standalone survives it"
+        self.servers = LeastLoadedServers(endpoints, probes, offset=index, death_note=death_note)
         self.reward_manager = None
         if reward_config is not None:
             from verl_lite.reward import build_reward_manager
@@ -173,6 +141,7 @@ class AgentLoopWorker:
             batch.baselines = [
                 asyncio.ensure_future(self._greedy_baseline(batch, i)) for i in range(len(rows))
             ]
+        retried_before = self.servers.retried
         finished: asyncio.Queue = asyncio.Queue()
         writer = asyncio.ensure_future(self._write_as_finished(batch, finished, len(rows) * sampling.n))
         loops = [
@@ -199,6 +168,7 @@ class AgentLoopWorker:
             f"{REWARD_SECONDS}/count": 1.0,
             f"{REWARD_SECONDS}/max": batch.scoring_s,
             f"{REWARD_SECONDS}/min": batch.scoring_s,
+            f"{REQUESTS_RETRIED}/sum": float(self.servers.retried - retried_before),
         }
         return out
 
@@ -360,4 +330,4 @@ class AgentLoopWorker:
         return rows
 
 
-__all__ = ["AgentLoopWorker", "LeastLoadedServers", "StickyClient"]
+__all__ = ["REQUESTS_RETRIED", "REWARD_SECONDS", "SERVER_RESTARTS", "AgentLoopWorker"]

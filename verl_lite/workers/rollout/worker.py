@@ -4,7 +4,8 @@ In the ``hybrid`` placement it is colocated with the policy worker (same process
 checkpoint engine hands the weights over in place); in ``standalone`` it lives on its own resource pool
 and the weights arrive through the ``ray`` (or, on GPUs, ``nccl``) checkpoint engine. Agent loops on
 other processes call its ``generate`` endpoint one request at a time; the controller drives the rest
-through the group methods.
+through the group methods. A standalone replica that Ray restarts after its process died starts its server
+and loads the latest weights in its constructor (see :mod:`verl_lite.workers.rollout.recovery`).
 """
 
 from __future__ import annotations
@@ -28,14 +29,36 @@ class RolloutWorker(Worker):
         config: the ``actor_rollout_ref`` config (model path, rollout settings).
         sleeps_between_steps: release the engine's memory from the end of a generation until the next
             weight sync (``rollout.free_cache_engine`` in the hybrid placement, where training needs it).
+        recovery: the standalone placement's ``RecoveryBoard``: a replica built again by Ray (its process
+            died) starts serving here, with the latest weights, instead of waiting for ``init_model``.
     """
 
-    def __init__(self, config: Any, sleeps_between_steps: bool = False):
+    def __init__(self, config: Any, sleeps_between_steps: bool = False, recovery: Any = None):
         super().__init__()
         self.config = from_config(ActorRolloutRefConfig, config)
         self.sleeps_between_steps = sleeps_between_steps
         self.server = self.host = self.sync = None
         self.asleep = False
+        if recovery is not None:
+            import ray
+
+            restarted, latest = ray.get(recovery.arrive.remote(self.rank))
+            if restarted:
+                self._serve_as_replacement(latest)
+
+    def _serve_as_replacement(self, latest: tuple[Any, int] | None) -> None:
+        """Start the server and load the latest published weights (none yet: the model's own are current)."""
+        self.init_model()
+        version = self.server.weight_version
+        if latest is not None:
+            handle, version = latest
+            self.receive_weights(handle, version)
+        print(
+            f"verl_lite: rollout server {self.rank} was restarted by Ray after its process died; it serves "
+            f"again with weight version {version}.",
+            file=sys.stderr,
+            flush=True,
+        )
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
