@@ -11,20 +11,28 @@ import ray
 
 from verl_lite.workers.agent_loop.servers import LeastLoadedServers, NoRolloutServerLeft, StickyClient
 from verl_lite.workers.config import SamplingConfig
+from verl_lite.workers.rollout.client import GenerateRequest, RolloutClient, serve_requests
 from verl_lite.workers.rollout.server import TokenOutput
 
 
 class EchoServer:
-    """Answers a request with its own pid; the request id "<...>-die-<...>" makes it SIGKILL itself first."""
+    """Answers a request with its own pid; the request id "<...>-die-<...>" makes it SIGKILL itself first.
+
+    It speaks the rollout worker's ``generate`` protocol (a list of requests, replies streamed).
+    """
 
     def __init__(self, marker: str):
         self.marker = marker
 
-    async def generate(self, request_id, prompt_ids, sampling, max_tokens):
-        if "-die-" in request_id and not os.path.exists(self.marker):
-            open(self.marker, "w").close()  # only the first incarnation dies
-            os.kill(os.getpid(), signal.SIGKILL)
-        return TokenOutput([os.getpid()], [0.0], "stop", 0), request_id
+    async def generate(self, requests: list[GenerateRequest]):
+        async def one(request: GenerateRequest):
+            if "-die-" in request.request_id and not os.path.exists(self.marker):
+                open(self.marker, "w").close()  # only the first incarnation dies
+                os.kill(os.getpid(), signal.SIGKILL)
+            return TokenOutput([os.getpid()], [0.0], "stop", 0), request.request_id
+
+        async for finished in serve_requests(one, requests):
+            yield finished
 
     def load(self) -> int:
         return 0
@@ -38,7 +46,7 @@ def servers(ray_local, tmp_path):
     def make(count: int, max_restarts: int = 0) -> LeastLoadedServers:
         remote = ray.remote(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)(EchoServer)
         actors.extend(remote.remote(str(tmp_path / "died")) for _ in range(count))
-        return LeastLoadedServers([a.generate for a in actors], [a.load for a in actors])
+        return LeastLoadedServers([RolloutClient(a.generate) for a in actors], [a.load for a in actors])
 
     yield make
     for actor in actors:

@@ -40,8 +40,15 @@ def _forwarder(role: str, name: str, spec):
 
 
 def _endpoint_forwarder(role: str, name: str, member):
-    # An async endpoint stays async, so Ray runs many of its calls at once on the actor's event loop.
-    if inspect.iscoroutinefunction(member):
+    # An async endpoint stays async, so Ray runs many of its calls at once on the actor's event loop;
+    # an async generator stays one, so its items still stream to the caller.
+    if inspect.isasyncgenfunction(member):
+
+        async def method(self, *args, **kwargs):
+            async for item in getattr(self.roles[role], name)(*args, **kwargs):
+                yield item
+
+    elif inspect.iscoroutinefunction(member):
 
         async def method(self, *args, **kwargs):
             return await getattr(self.roles[role], name)(*args, **kwargs)

@@ -35,7 +35,7 @@ class LeastLoadedServers:
     """The rollout servers one agent-loop worker sends to: load in flight from this worker, and liveness.
 
     Args:
-        endpoints: each server's ``generate`` endpoint (remote methods), in replica order.
+        endpoints: each server's ``RolloutClient`` (its ``generate`` endpoint), in replica order.
         probes: each server's ``load`` endpoint, polled after a failure to learn whether it came back.
         offset: staggers the tie-break between agent-loop workers (ties go to the lowest offset index),
             so that several workers starting at once spread their first requests over the servers.
@@ -138,7 +138,7 @@ class StickyClient:
             servers.retried += int(resend)
             servers.in_flight[index] += 1
             try:
-                return await servers.endpoints[index].remote(request_id, prompt_ids, sampling, max_tokens)
+                return await servers.endpoints[index].generate(request_id, prompt_ids, sampling, max_tokens)
             except ray.exceptions.RayActorError as err:
                 servers.report_failure(index, err)
                 resend = True

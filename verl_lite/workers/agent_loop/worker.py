@@ -25,6 +25,7 @@ from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.base import AgentLoopContext, AgentLoopOutput, get_agent_loop
 from verl_lite.workers.agent_loop.servers import LeastLoadedServers, StickyClient
 from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
+from verl_lite.workers.rollout.client import RolloutClient
 from verl_lite.workers.sequences import on_last_token
 
 # One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
@@ -70,7 +71,8 @@ class AgentLoopWorker:
     Args:
         config: the ``actor_rollout_ref`` config.
         reward_config: the ``reward`` config (its manager scores finished trajectories), or None.
-        endpoints: every rollout server's ``generate`` endpoint (remote methods), in replica order.
+        endpoints: every rollout server's ``generate`` endpoint (remote methods), in replica order; each
+            is reached through a ``RolloutClient``.
         probes: every server's ``load`` endpoint (polled after a server failed), in the same order.
         index: this worker's index (staggers its first choice of server).
     """
@@ -93,7 +95,9 @@ class AgentLoopWorker:
             death_note = f" and rollout.max_restarts={rollout.max_restarts} restarts were used up"
         else:
             death_note = "; a hybrid server dies with its actor process: rollout.mode=standalone survives it"
-        self.servers = LeastLoadedServers(endpoints, probes, offset=index, death_note=death_note)
+        self.servers = LeastLoadedServers(
+            [RolloutClient(e) for e in endpoints], probes, offset=index, death_note=death_note
+        )
         self.reward_manager = None
         if reward_config is not None:
             from verl_lite.reward import build_reward_manager

@@ -3,21 +3,24 @@
 In the ``hybrid`` placement it is colocated with the policy worker (same process, so the ``naive``
 checkpoint engine hands the weights over in place); in ``standalone`` it lives on its own resource pool
 and the weights arrive through the ``ray`` (or, on GPUs, ``nccl``) checkpoint engine. Agent loops on
-other processes call its ``generate`` endpoint one request at a time; the controller drives the rest
-through the group methods. A standalone replica that Ray restarts after its process died starts its server
-and loads the latest weights in its constructor (see :mod:`verl_lite.workers.rollout.recovery`).
+other processes send their requests to its ``generate`` endpoint through a ``RolloutClient`` (many per
+call, replies streamed as they finish); the controller drives the rest through the group methods. A
+standalone replica that Ray restarts after its process died starts its server and loads the latest
+weights in its constructor (see :mod:`verl_lite.workers.rollout.recovery`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 from verl_lite.checkpoint_engine import get_checkpoint_engine
 from verl_lite.single_controller import Dispatch, Worker, endpoint, register
 from verl_lite.utils.config import from_config
-from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
+from verl_lite.workers.config import ActorRolloutRefConfig
+from verl_lite.workers.rollout.client import GenerateRequest, serve_requests
 from verl_lite.workers.rollout.host import ServerHost
 from verl_lite.workers.rollout.server import TokenOutput, get_rollout
 
@@ -97,12 +100,20 @@ class RolloutWorker(Worker):
 
     # ---- the per-request endpoints ---------------------------------------------------------------
     @endpoint
-    async def generate(
-        self, request_id: str, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int
-    ) -> TokenOutput:
-        """Sample one response for ``prompt_ids`` (many calls run at once); see ``RolloutServer.generate``."""
-        future = self.host.submit(self.server.generate(request_id, prompt_ids, sampling, max_tokens))
-        return await asyncio.wrap_future(future)
+    async def generate(self, requests: list[GenerateRequest]) -> AsyncIterator[list[tuple[int, TokenOutput]]]:
+        """Serve ``requests`` at once, streaming ``[(position, TokenOutput)]`` as they finish (``RolloutClient``).
+
+        Call it with ``.options(num_returns="streaming")``; see ``RolloutServer.generate`` for one request.
+        """
+
+        async def one(request: GenerateRequest) -> TokenOutput:
+            coro = self.server.generate(
+                request.request_id, request.prompt_ids, request.sampling, request.max_tokens
+            )
+            return await asyncio.wrap_future(self.host.submit(coro))
+
+        async for finished in serve_requests(one, requests):
+            yield finished
 
     @endpoint
     def load(self) -> int:
