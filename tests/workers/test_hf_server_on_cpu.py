@@ -51,15 +51,33 @@ def test_concurrent_requests_with_equal_sampling_run_as_one_batched_generate(hos
     outputs = host.call(generate_all(server, PROMPTS, SAMPLED, max_tokens=8))
     assert server.num_batches - before == 1 and len(outputs) == len(PROMPTS)
 
-    # a second max_tokens is a second batch: 6 + 6 requests, 2 generates
-    async def two_kinds():
+    # other budgets join the same batch (the later turns of multi-turn trajectories differ in budget):
+    # 6 + 6 requests, 1 generate, each row stopped at its own budget
+    async def two_budgets():
         return await asyncio.gather(
             generate_all(server, PROMPTS, SAMPLED, 8, "a"), generate_all(server, PROMPTS, SAMPLED, 5, "b")
         )
 
-    short_and_long = host.call(two_kinds())
-    assert server.num_batches - before == 3
-    assert all(len(o.token_ids) <= 5 for o in short_and_long[1])
+    long, short = host.call(two_budgets())
+    assert server.num_batches - before == 2
+    for output in short:
+        assert len(output.token_ids) <= 5 and len(output.log_probs) == len(output.token_ids)
+        assert output.finish_reason == ("stop" if output.token_ids[-1] == EOS else "length")
+        if output.finish_reason == "length":
+            assert len(output.token_ids) == 5
+    # and a row decodes as it would with its budget alone (seeded by its request id)
+    alone = [host.call(server.generate(f"b{i}", p, SAMPLED, 5)) for i, p in enumerate(PROMPTS)]
+    assert [o.token_ids for o in alone] == [o.token_ids for o in short]
+    # greedy rows that never meet EOS run exactly to their budgets, in one generate
+    async def greedy_budgets():
+        return await asyncio.gather(*[server.generate(f"g{b}", PROMPTS[0], GREEDY, b) for b in (3, 8, 5)])
+
+    with eos_never_sampled(server):
+        three, eight, five = host.call(greedy_budgets())
+    assert server.num_batches - before == 2 + len(PROMPTS) + 1
+    assert [len(o.token_ids) for o in (three, eight, five)] == [3, 8, 5]
+    assert {o.finish_reason for o in (three, eight, five)} == {"length"}
+    assert three.token_ids == eight.token_ids[:3] and five.token_ids == eight.token_ids[:5]
     assert server.load == 0
 
 

@@ -1,7 +1,8 @@
 """Rollout server on Hugging Face ``generate``: queued requests run as one left-padded batched generate.
 
-Requests that share sampling parameters and ``max_tokens`` are gathered for a few milliseconds (up to
-``rollout.max_num_seqs``) and decoded together in a worker thread, so the event loop keeps accepting
+Requests that share sampling parameters are gathered for a few milliseconds (up to
+``rollout.max_num_seqs``) and decoded together in a worker thread (each row stops at its own
+``max_tokens``, so the later turns of multi-turn trajectories, whose budgets differ, still share one), so the event loop keeps accepting
 requests while the model runs. Log-probs are those of the raw logits / temperature (temperature 1 when
 greedy), the convention the actor's old log-probs use.
 """
@@ -96,30 +97,33 @@ def generate_batch(
     model,
     prompts: list[list[int]],
     sampling: SamplingConfig,
-    max_tokens: int,
+    max_tokens: int | list[int],
     eos_token_ids: list[int],
     pad_token_id: int,
-    stopping_criteria=None,
+    abort: threading.Event | None = None,
     seeds: list[int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One batched ``model.generate``: (tokens, log_probs), both (batch, new_tokens), rows padded after EOS.
 
-    With ``seeds`` (one per row) a sampled row depends on its seed alone (see :func:`seeded_sampler`);
-    without, rows draw from torch's global generator.
+    ``max_tokens`` is one budget for every row or one per row (a row that reaches its own stops there,
+    padded like a finished one). Setting ``abort`` ends every row at the next token. With ``seeds`` (one
+    per row) a sampled row depends on its seed alone (see :func:`seeded_sampler`); without, rows draw
+    from torch's global generator.
     """
     input_ids, attention_mask = left_pad(prompts, pad_token_id)
+    budgets = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
     kwargs = generate_kwargs(sampling)
     if seeds is not None and not is_greedy(sampling):
         kwargs = {"do_sample": False, "logits_processor": seeded_sampler(sampling, seeds)}
     out = model.generate(
         input_ids=input_ids.to(model.device),
         attention_mask=attention_mask.to(model.device),
-        max_new_tokens=max_tokens,
+        max_new_tokens=max(budgets),
         eos_token_id=eos_token_ids,
         pad_token_id=pad_token_id,
         return_dict_in_generate=True,
         output_logits=True,
-        stopping_criteria=stopping_criteria,
+        stopping_criteria=stop_rows(input_ids.shape[1], budgets, abort),
         **kwargs,
     )
     tokens = out.sequences[:, input_ids.shape[1] :].cpu()
@@ -134,15 +138,21 @@ def response_length(tokens: torch.Tensor, eos_token_ids: list[int]) -> int | Non
     return int(is_eos.nonzero()[0, 0]) + 1 if is_eos.any() else None
 
 
-def stop_when_set(flag: threading.Event):
-    """A ``StoppingCriteriaList`` that ends every row of a running ``generate`` once ``flag`` is set."""
+def stop_rows(prompt_width: int, budgets: list[int], abort: threading.Event | None = None):
+    """A ``StoppingCriteriaList`` that ends row ``i`` after ``budgets[i]`` new tokens, and every row once
+    ``abort`` is set."""
     from transformers import StoppingCriteria, StoppingCriteriaList
 
-    class StopWhenSet(StoppingCriteria):
-        def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-            return torch.full((input_ids.shape[0],), flag.is_set(), dtype=torch.bool, device=input_ids.device)
+    limits = torch.tensor(budgets)
 
-    return StoppingCriteriaList([StopWhenSet()])
+    class StopRows(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+            done = limits <= input_ids.shape[1] - prompt_width
+            if abort is not None and abort.is_set():
+                done[:] = True
+            return done.to(input_ids.device)
+
+    return StoppingCriteriaList([StopRows()])
 
 
 @dataclass
@@ -154,11 +164,11 @@ class _Request:
     seed: int = 0
 
 
-def _batch_key(sampling: SamplingConfig, max_tokens: int) -> tuple:
+def _batch_key(sampling: SamplingConfig) -> tuple:
     # Requests with equal keys decode identically and can share one generate (n does not matter here).
     if is_greedy(sampling):
-        return ("greedy", max_tokens)
-    return (sampling.temperature, sampling.top_p, sampling.top_k, max_tokens)
+        return ("greedy",)
+    return (sampling.temperature, sampling.top_p, sampling.top_k)
 
 
 @register_rollout("hf")
@@ -183,7 +193,6 @@ class HFServer(RolloutServer):
         self._queue: list[_Request] = []
         self._in_flight = self._decoding = 0
         self._abort = threading.Event()  # read by the generate thread's stopping criterion
-        self._stopping = stop_when_set(self._abort)
         # asyncio primitives bind to the loop of their first use: the loop this server is served on.
         self._arrived = asyncio.Event()
         self._resumed = asyncio.Event()
@@ -248,13 +257,10 @@ class HFServer(RolloutServer):
         if not self._queue:
             self._arrived.clear()
             return []
-        key = _batch_key(self._queue[0].sampling, self._queue[0].max_tokens)
+        key = _batch_key(self._queue[0].sampling)
         batch, rest = [], []
         for request in self._queue:
-            same = (
-                len(batch) < self.config.max_num_seqs
-                and _batch_key(request.sampling, request.max_tokens) == key
-            )
+            same = len(batch) < self.config.max_num_seqs and _batch_key(request.sampling) == key
             (batch if same else rest).append(request)
         self._queue = rest
         if not rest:
@@ -271,10 +277,10 @@ class HFServer(RolloutServer):
                 self.model,
                 [r.prompt_ids for r in batch],
                 first.sampling,
-                first.max_tokens,
+                [r.max_tokens for r in batch],
                 self.eos_token_ids,
                 self.pad_token_id,
-                self._stopping,
+                self._abort,
                 [r.seed for r in batch],
             )
         except Exception as error:  # noqa: BLE001 - handed to every caller of the batch
@@ -286,11 +292,14 @@ class HFServer(RolloutServer):
             self._decoding = 0
         self.num_batches += 1
         self.num_batched_requests += len(batch)
-        cut_short = self._abort.is_set() and tokens.shape[1] < first.max_tokens
         for row, request in enumerate(batch):
-            length = response_length(tokens[row], self.eos_token_ids)
-            reason = "stop" if length is not None else ("abort" if cut_short else "length")
-            length = length or tokens.shape[1]
+            # past its own budget a row holds padding (it stopped there, or ran on for longer rows)
+            budget = min(request.max_tokens, tokens.shape[1])
+            length = response_length(tokens[row, :budget], self.eos_token_ids)
+            if length is not None:
+                reason = "stop"
+            else:  # no EOS: it used its budget, or abort_all cut the batch short of it
+                length, reason = budget, ("length" if budget == request.max_tokens else "abort")
             if not request.future.done():
                 request.future.set_result(
                     TokenOutput(
