@@ -36,6 +36,8 @@ class AgentLoopManager:
 
         self.rollout = rollout
         self.recovery = recovery
+        # a generation ends with a sleep only where a server sleeps (hybrid, and a backend that can)
+        self.sleeps = recovery is None and any(rollout.sleeps())
         endpoints, probes = rollout.endpoints("generate"), rollout.endpoints("load")
         num_workers = max(1, int(config.rollout.agent.num_workers))
         remote = ray.remote(num_cpus=0)(AgentLoopWorker)
@@ -59,10 +61,9 @@ class AgentLoopManager:
             if len(part)
         ]
         out = KVBatchMeta.concat(ray.get(refs)) if refs else KVBatchMeta([], partition_id=meta.partition_id)
-        if self.recovery is None:
-            # scoring and training need no engine memory (a no-op unless the backend sleeps)
+        if self.sleeps:  # scoring and training need no engine memory
             self.rollout.sleep()
-        elif not validate:
+        elif self.recovery is not None and not validate:
             out.stats[f"{SERVER_RESTARTS}/sum"] = float(ray.get(self.recovery.take_restarts.remote()))
         return out
 

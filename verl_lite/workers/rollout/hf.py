@@ -179,8 +179,10 @@ class HFServer(RolloutServer):
     served. It does not sleep (``supports_sleep`` is False): its KV cache lives only inside each batch.
     """
 
-    # Seconds the gatherer waits for the queue to grow again before it runs a batch.
-    gather_window_s = 0.005
+    # Seconds the gatherer waits for the queue to grow again before it runs a batch. The requests of one
+    # agent-loop worker's turn arrive together (``RolloutClient``); the window only has to catch the
+    # other workers' calls, which come within a millisecond or two of each other.
+    gather_window_s = 0.002
 
     def __init__(
         self, model_path: str, config: RolloutConfig, eos_token_id: int | list[int], pad_token_id: int

@@ -136,6 +136,11 @@ class RolloutWorker(Worker):
         return {"update_weights/bytes": received["bytes"]}
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def sleeps(self) -> bool:
+        """Whether this replica sleeps after a generation (its placement asks for it and its backend can)."""
+        return self.sleeps_between_steps
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def sleep(self) -> None:
         """Release generation memory until the next weight sync (only where the placement asks and it can)."""
         if self.sleeps_between_steps and not self.asleep:
