@@ -95,6 +95,17 @@ BAD_CONFIGS = [
         "actor_rollout_ref.actor.clip_cov_lb=6.0 must be < actor_rollout_ref.actor.clip_cov_ub=5.0",
     ),
     (
+        ["actor_rollout_ref.actor.rollout_is=tis"],
+        "actor_rollout_ref.actor.rollout_is='tis' is invalid; use null or one of geometric, sequence, token.",
+    ),
+    (
+        [
+            "actor_rollout_ref.actor.rollout_rs=sequence",
+            "actor_rollout_ref.actor.rollout_rs_threshold_lower=3",
+        ],
+        "actor_rollout_ref.actor.rollout_rs_threshold_lower=3 must be < actor_rollout_ref.actor.rollout_rs_threshold=2.0",
+    ),
+    (
         ["actor_rollout_ref.actor.kl_cov_ratio=2"],
         "actor_rollout_ref.actor.kl_cov_ratio=2 is invalid; use a fraction of tokens in [0, 1].",
     ),

@@ -325,12 +325,14 @@ def _estimator_needs(estimator: str):
 
 
 def _policy_loss_problems(config: PPOConfig) -> list[str]:
-    """Every policy-loss parameter in range (the same rules ``PolicyLossConfig`` applies in the worker)."""
+    """Every policy-loss and rollout-correction parameter in range (the rules the worker's configs apply)."""
     from verl_lite.algorithms.config import PolicyLossConfig, policy_loss_problems
+    from verl_lite.algorithms.rollout_correction import RolloutCorrectionConfig, rollout_correction_problems
 
-    actor = config.actor_rollout_ref.actor
+    actor, prefix = config.actor_rollout_ref.actor, "actor_rollout_ref.actor."
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
-    return policy_loss_problems(values, prefix="actor_rollout_ref.actor.")
+    correction = {f.name: getattr(actor, f.name) for f in dataclasses.fields(RolloutCorrectionConfig)}
+    return policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
 
 
 def _val_batch_problems(config: PPOConfig) -> list[str]:

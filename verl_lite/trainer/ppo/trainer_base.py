@@ -32,7 +32,7 @@ from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
 from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS
-from verl_lite.workers.policy import PROBS_DIFF, TRAJECTORY_FIELDS
+from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED, TRAJECTORY_FIELDS
 from verl_lite.workers.reward_model import rm_score_metrics
 
 TRAINERS: Registry[type] = Registry("trainer mode")
@@ -241,9 +241,7 @@ class PPOTrainer:
         if cfg.recompute_old_log_prob:
             with self.timed("old_log_prob"):
                 scored = actor.compute_log_prob(batch)
-            diff = combine_shard_stats([scored.stats]).get(f"{PROBS_DIFF}/mean")
-            if diff is not None:
-                metrics["training/rollout_probs_diff_mean"] = diff
+            metrics.update(_log_prob_metrics(combine_shard_stats([scored.stats])))
             batch.fields = scored.fields
         if cfg.use_reference:
             with self.timed("ref"):
@@ -408,3 +406,15 @@ class PPOTrainer:
                 else self.config.trainer.total_training_steps
             )
         return total
+
+
+def _log_prob_metrics(stats: dict[str, float]) -> dict[str, float]:
+    """The logged names of compute_log_prob's combined stats (rollout mismatch, off-policy correction)."""
+    names = {
+        f"{PROBS_DIFF}/mean": "training/rollout_probs_diff_mean",
+        f"{IS_WEIGHT}/mean": f"{IS_WEIGHT}/mean",
+        f"{IS_WEIGHT}/max": f"{IS_WEIGHT}/max",
+        f"{IS_CLIPPED}/mean": f"{IS_WEIGHT}/clip_fraction",
+        f"{RS_REJECTED}/mean": "off_policy/rejected_fraction",
+    }
+    return {logged: stats[key] for key, logged in names.items() if key in stats}
