@@ -111,7 +111,8 @@ class ReplayBufferSection:
 class TrainerConfig:
     """Run length, placement, logging, validation and checkpoints."""
 
-    # Registered trainer mode ("sync").
+    # Registered trainer mode: "sync" (generate, then train on exactly that) or "one_step_off" (the next
+    # step's batch generates while this one trains; needs rollout.mode=standalone).
     mode: str = "sync"
     project_name: str = "verl_lite"
     experiment_name: str = "grpo_tiny"
