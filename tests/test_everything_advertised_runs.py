@@ -41,12 +41,12 @@ REFUSED = {
 
 def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
     """Each config-selected registry and the keys that select a name from it."""
-    from verl_lite.algorithms import ADV_ESTIMATORS, KL_CONTROLLERS, KL_PENALTIES, POLICY_LOSSES
+    from verl_lite.algorithms import ADV_ESTIMATORS, KL_CONTROLLERS, KL_PENALTIES, POLICY_LOSSES, RATIO_LEVELS
     from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
     from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
     from verl_lite.reward import REWARD_MANAGERS
     from verl_lite.reward.scorers.registry import SCORERS
-    from verl_lite.trainer.ppo import trainer_sync  # noqa: F401  registers "sync"
+    from verl_lite.trainer.ppo import trainer_one_step_off, trainer_sync  # noqa: F401  register the modes
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
     from verl_lite.workers.agent_loop import AGENT_LOOPS
@@ -61,6 +61,7 @@ def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
         "loss aggregation": (LOSS_AGG_MODES, (f"{arr}.actor.loss_agg_mode", "critic.critic.loss_agg_mode")),
         "KL estimator": (KL_PENALTIES, ("algorithm.kl_penalty", f"{arr}.actor.kl_loss_type")),
         "KL controller": (KL_CONTROLLERS, ("algorithm.kl_ctrl.type",)),
+        "rollout ratio level": (RATIO_LEVELS, (f"{arr}.actor.rollout_is", f"{arr}.actor.rollout_rs")),
         "rollout backend": (ROLLOUTS, (f"{arr}.rollout.name",)),
         "agent loop": (AGENT_LOOPS, (f"{arr}.rollout.agent.default_agent_loop",)),
         "tool parser": (TOOL_PARSERS, (f"{arr}.rollout.multi_turn.format",)),

@@ -53,7 +53,7 @@ BAD_CONFIGS = [
         ["actor_rollout_ref.engine.name=megatron"],
         "actor_rollout_ref.engine.name='megatron' is not registered",
     ),
-    (["trainer.mode=async"], "trainer.mode='async' is not registered; known: sync"),
+    (["trainer.mode=async"], "trainer.mode='async' is not registered; known: one_step_off, sync."),
     (["reward.reward_manager=prime"], "reward.reward_manager='prime' is not registered"),
     (
         ["data.train_files=/nonexistent/train.parquet"],
@@ -93,6 +93,22 @@ BAD_CONFIGS = [
     (
         ["actor_rollout_ref.actor.clip_cov_lb=6.0"],
         "actor_rollout_ref.actor.clip_cov_lb=6.0 must be < actor_rollout_ref.actor.clip_cov_ub=5.0",
+    ),
+    (
+        ["trainer.mode=one_step_off"],
+        "trainer.mode='one_step_off' overlaps generation and training, so it needs "
+        "actor_rollout_ref.rollout.mode=standalone (got 'hybrid').",
+    ),
+    (
+        ["actor_rollout_ref.actor.rollout_is=tis"],
+        "actor_rollout_ref.actor.rollout_is='tis' is invalid; use null or one of geometric, sequence, token.",
+    ),
+    (
+        [
+            "actor_rollout_ref.actor.rollout_rs=sequence",
+            "actor_rollout_ref.actor.rollout_rs_threshold_lower=3",
+        ],
+        "actor_rollout_ref.actor.rollout_rs_threshold_lower=3 must be < actor_rollout_ref.actor.rollout_rs_threshold=2.0",
     ),
     (
         ["actor_rollout_ref.actor.kl_cov_ratio=2"],

@@ -2,7 +2,7 @@
 
 import pytest
 
-from verl_lite.trainer.ppo.metrics import tag_metrics, validation_metrics
+from verl_lite.trainer.ppo.metrics import staleness_metrics, tag_metrics, validation_metrics
 
 
 def tag(uid, acc, pred, source="arith"):
@@ -61,4 +61,21 @@ def test_training_tags_give_accuracy_clip_ratio_and_reward_extras():
         "critic/acc/mean": 0.5,
         "reward_extra/overlong/mean": 0.5,
         "reward_extra/overlong_reward/mean": -0.25,
+    }
+
+
+def test_staleness_counts_versions_from_each_trajectorys_oldest_weights():
+    # trainer at version 3; oldest weights 2, 1 and the initial -1 (= version 0): ages 1, 2, 3.
+    tags = [
+        {"min_weight_version": 2},
+        {"min_weight_version": 1, "max_weight_version": 3},
+        {"min_weight_version": -1},
+    ]
+    assert staleness_metrics(tags, trainer_version=3) == {
+        "async/staleness/mean": 2.0,
+        "async/staleness/max": 3.0,
+    }
+    assert staleness_metrics([], trainer_version=3) == {
+        "async/staleness/mean": 0.0,
+        "async/staleness/max": 0.0,
     }

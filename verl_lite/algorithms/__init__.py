@@ -10,6 +10,9 @@ the trainer can both import it cheaply. Estimators and losses live in registries
     loss, metrics = get_policy_loss_fn("vanilla")(old_log_prob, log_prob, advantages, mask,
                                                   loss_agg_mode="token-mean", config=actor_cfg)
 
+Off-policy correction against the rollout's log-probs (truncated importance sampling, rejection)
+is ``compute_rollout_correction``; its weights reach any loss through ``agg_loss(loss_weights=...)``.
+
 Add a variant with ``@register_adv_est("name")`` or ``@register_policy_loss("name")`` in your own
 module; the formulas and their config keys are in ``docs/algorithms.md``.
 """
@@ -40,6 +43,13 @@ from .kl import (
     kl_penalty,
 )
 from .policy_losses import POLICY_LOSSES, PolicyLossFn, get_policy_loss_fn, register_policy_loss
+from .rollout_correction import (
+    RATIO_LEVELS,
+    RolloutCorrection,
+    RolloutCorrectionConfig,
+    compute_rollout_correction,
+    rollout_correction_problems,
+)
 from .token_stats import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
 from .value import compute_value_loss
 
@@ -49,17 +59,21 @@ __all__ = [
     "KL_PENALTIES",
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
+    "RATIO_LEVELS",
     "AdaptiveKLController",
     "AdvantageEstimatorFn",
     "EstimatorNeeds",
     "FixedKLController",
     "PolicyLossConfig",
     "PolicyLossFn",
+    "RolloutCorrection",
+    "RolloutCorrectionConfig",
     "agg_loss",
     "apply_kl_penalty",
     "build_kl_controller",
     "compute_discounted_returns",
     "compute_gae_advantage_return",
+    "compute_rollout_correction",
     "compute_grpo_outcome_advantage",
     "compute_value_loss",
     "config_get",
@@ -76,6 +90,7 @@ __all__ = [
     "register_adv_est",
     "register_loss_agg_mode",
     "register_policy_loss",
+    "rollout_correction_problems",
     "sequence_scores",
     "token_covariance",
 ]

@@ -106,6 +106,7 @@ def agg_loss(
     global_num_seqs: float | torch.Tensor | None = None,
     dp_size: int = 1,
     norm_length: int | None = None,
+    loss_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Aggregate a per-token loss into one scalar according to ``loss_agg_mode``.
 
@@ -121,6 +122,8 @@ def agg_loss(
             taken by the gradient all-reduce gives the full-batch value.
         norm_length: the constant T of ``seq-mean-token-sum-norm`` (Dr. GRPO uses the maximum
             response length of the rollout config); defaults to ``loss_mat.shape[-1]``.
+        loss_weights: (batch, response_len) constant per-token factors of ``loss_mat`` (the off-policy
+            importance weights of ``rollout_correction.py``); the counts N and S do not change.
 
     Returns:
         A 0-dim tensor (at least float32) that carries gradients to ``loss_mat``.
@@ -136,6 +139,8 @@ def agg_loss(
             )
     # Low-precision (bf16) sums and counts drift past a few hundred tokens; reduce in >= float32.
     loss_mat = loss_mat.to(torch.promote_types(loss_mat.dtype, torch.float32))
+    if loss_weights is not None:
+        loss_mat = loss_mat * loss_weights.detach().to(loss_mat.dtype)
     mask = loss_mask.to(loss_mat.dtype)
     num_tokens = _as_tensor(global_num_tokens, mask.sum(), loss_mat)
     num_seqs = _as_tensor(global_num_seqs, (mask.sum(-1) > 0).sum(), loss_mat)

@@ -9,7 +9,9 @@ Every registered loss has the ``PolicyLossFn`` signature::
   ``log_prob`` carries the gradient, the others are constants.
 * ``config``: a ``PolicyLossConfig``, a mapping or an attribute object (see ``config.py``).
 * ``agg_kwargs``: forwarded to ``agg_loss`` (``global_num_tokens``, ``global_num_seqs``,
-  ``dp_size``, ``norm_length``) so that micro-batch losses add up to the mini-batch loss.
+  ``dp_size``, ``norm_length``) so that micro-batch losses add up to the mini-batch loss, and
+  ``loss_weights`` (the off-policy importance weights, see ``rollout_correction.py``), which
+  multiply the per-token loss before it is reduced.
 * ``loss`` is a 0-dim tensor; ``metrics`` maps ``pg_clipfrac``, ``pg_clipfrac_lower`` and
   ``ppo_kl`` (plus loss-specific extras) to detached 0-dim tensors, local to this micro-batch.
 

@@ -111,7 +111,8 @@ class ReplayBufferSection:
 class TrainerConfig:
     """Run length, placement, logging, validation and checkpoints."""
 
-    # Registered trainer mode ("sync").
+    # Registered trainer mode: "sync" (generate, then train on exactly that) or "one_step_off" (the next
+    # step's batch generates while this one trains; needs rollout.mode=standalone).
     mode: str = "sync"
     project_name: str = "verl_lite"
     experiment_name: str = "grpo_tiny"
@@ -217,11 +218,19 @@ class PPOConfig:
 
         With ``auto`` it is skipped when the update is one on-policy pass (one epoch, one mini-batch
         holding the whole step, no KL in the reward): the update's detached log-probs are then exactly
-        the old ones, so the ratio is 1 and the gradient is unchanged.
+        the old ones, so the ratio is 1 and the gradient is unchanged. Off-policy correction
+        (``actor.rollout_is`` / ``rollout_rs``) always runs it: its weights and rejection mask are
+        computed there, before the update counts the tokens it normalises by.
         """
         actor = self.actor_rollout_ref.actor
         single_pass = actor.ppo_epochs == 1 and actor.ppo_mini_batch_size >= self.data.train_batch_size
-        return actor.old_log_prob == "recompute" or not single_pass or self.algorithm.use_kl_in_reward
+        corrected = actor.rollout_is is not None or actor.rollout_rs is not None
+        return (
+            actor.old_log_prob == "recompute"
+            or not single_pass
+            or self.algorithm.use_kl_in_reward
+            or corrected
+        )
 
     @property
     def dp_size(self) -> int:

@@ -129,7 +129,7 @@ def _name_problems(config: PPOConfig) -> list[str]:
     from verl_lite.algorithms import ADV_ESTIMATORS, POLICY_LOSSES
     from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
     from verl_lite.reward import REWARD_MANAGERS
-    from verl_lite.trainer.ppo import trainer_sync  # noqa: F401  registers "sync"
+    from verl_lite.trainer.ppo import trainer_one_step_off, trainer_sync  # noqa: F401  register the modes
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
     from verl_lite.workers.agent_loop import AGENT_LOOPS
@@ -159,6 +159,14 @@ def _name_problems(config: PPOConfig) -> list[str]:
         for key, value, registry in checks
         if value not in registry
     ]
+    mode = config.trainer.mode
+    rollout_mode = config.actor_rollout_ref.rollout.mode
+    if mode in TRAINERS and getattr(TRAINERS.get(mode), "needs_standalone_rollout", False):
+        if rollout_mode != "standalone":
+            out.append(
+                f"trainer.mode={mode!r} overlaps generation and training, so it needs "
+                f"actor_rollout_ref.rollout.mode=standalone (got {rollout_mode!r})."
+            )
     bad_loggers = [name for name in config.trainer.logger if name not in LOGGERS]
     if bad_loggers:
         out.append(f"trainer.logger has unknown entries {bad_loggers}; valid: {', '.join(LOGGERS)}.")
@@ -325,12 +333,14 @@ def _estimator_needs(estimator: str):
 
 
 def _policy_loss_problems(config: PPOConfig) -> list[str]:
-    """Every policy-loss parameter in range (the same rules ``PolicyLossConfig`` applies in the worker)."""
+    """Every policy-loss and rollout-correction parameter in range (the rules the worker's configs apply)."""
     from verl_lite.algorithms.config import PolicyLossConfig, policy_loss_problems
+    from verl_lite.algorithms.rollout_correction import RolloutCorrectionConfig, rollout_correction_problems
 
-    actor = config.actor_rollout_ref.actor
+    actor, prefix = config.actor_rollout_ref.actor, "actor_rollout_ref.actor."
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
-    return policy_loss_problems(values, prefix="actor_rollout_ref.actor.")
+    correction = {f.name: getattr(actor, f.name) for f in dataclasses.fields(RolloutCorrectionConfig)}
+    return policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
 
 
 def _val_batch_problems(config: PPOConfig) -> list[str]:

@@ -17,6 +17,7 @@ RESPONSE_FIELDS = (
     "old_log_probs",
     "ref_log_prob",
     "rollout_log_probs",
+    "rollout_is_weights",
     "advantages",
     "returns",
     "values",
@@ -41,6 +42,9 @@ class RowBatch:
         self.extra = {k: rows_of(td, k) for k in td.keys() if k in RESPONSE_FIELDS}
         # multi-turn trajectories: 0 on tool/observation tokens, which no loss or statistic counts
         self.masks = rows_of(td, "response_mask") if "response_mask" in td.keys() else None
+        if "rollout_rs_mask" in td.keys():  # off-policy rejection: out of the loss and of its token counts
+            kept = rows_of(td, "rollout_rs_mask")
+            self.masks = kept if self.masks is None else [m * k for m, k in zip(self.masks, kept)]
 
     def __len__(self) -> int:
         return len(self.prompts)

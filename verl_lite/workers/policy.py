@@ -15,7 +15,9 @@ from tensordict import TensorDict
 
 from verl_lite.algorithms import (
     PolicyLossConfig,
+    RolloutCorrectionConfig,
     agg_loss,
+    compute_rollout_correction,
     get_adv_estimator_needs,
     get_policy_loss_fn,
     kl_penalty,
@@ -26,7 +28,7 @@ from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.utils.config import from_config
 from verl_lite.workers.advantage import compute_shard_advantages, stat_entries
-from verl_lite.workers.batching import RowBatch, mean_metrics, update_passes
+from verl_lite.workers.batching import RowBatch, mean_metrics, rows_of, update_passes
 from verl_lite.workers.config import ActorRolloutRefConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
@@ -36,6 +38,13 @@ ROLES = ("actor", "ref")
 TRAJECTORY_FIELDS = ("prompts", "responses", "response_mask", "rollout_log_probs", "token_level_scores")
 # compute_log_prob's stats entry: |p_actor - p_rollout| of the sampled model tokens.
 PROBS_DIFF = "training/rollout_probs_diff"
+# compute_log_prob's stats entries of the off-policy correction: the weights of trained tokens, whether a
+# sampled token's weight was truncated, whether a trajectory was rejected.
+IS_WEIGHT, IS_CLIPPED, RS_REJECTED = (
+    "off_policy/is_weight",
+    "off_policy/is_weight_clipped",
+    "off_policy/rejected",
+)
 
 
 class PolicyWorker(Worker):
@@ -106,12 +115,16 @@ class PolicyWorker(Worker):
 
     @register(dispatch_mode=make_nd_dispatch("actor"))
     def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
-        """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows."""
+        """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows.
+
+        With off-policy correction configured (``actor.rollout_is`` / ``rollout_rs``) it also writes
+        ``rollout_is_weights`` and ``rollout_rs_mask`` against the stored ``rollout_log_probs``.
+        """
         cfg = self.config.rollout
         budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
         out, _ = self._score(self.actor, meta, True, cfg.log_prob_micro_batch_size_per_gpu, budget)
         fields = TensorDict({"old_log_probs": out["lp"], "entropy": out["entropy"]}, batch_size=[len(meta)])
-        result = self._write(meta, fields)
+        stats = {}
         if "rollout_log_probs" in meta.fields and len(meta):
             masked = "response_mask" in meta.fields
             wanted = ["rollout_log_probs", "response_mask"] if masked else ["rollout_log_probs"]
@@ -119,8 +132,36 @@ class PolicyWorker(Worker):
             diff = (out["lp"].values().exp() - td["rollout_log_probs"].values().exp()).abs()
             if masked:  # tool/observation tokens were not sampled by the rollout
                 diff = diff[td["response_mask"].values().bool()]
-            result.stats = stat_entries(PROBS_DIFF, diff)
+            stats = stat_entries(PROBS_DIFF, diff)
+            correction = RolloutCorrectionConfig.from_any(self.config.actor)
+            if correction.enabled:
+                stats.update(self._correct(fields, out, td, correction))
+        result = self._write(meta, fields)
+        result.stats = stats
         return result
+
+    @staticmethod
+    def _correct(fields: TensorDict, out: dict, td, config: RolloutCorrectionConfig) -> dict[str, float]:
+        """Add ``rollout_is_weights`` / ``rollout_rs_mask`` to ``fields`` from the old log-probs ``out["lp"]``
+        and ``td``'s ``rollout_log_probs`` (and ``response_mask``); returns their stats."""
+        old = rows_of(out, "lp")
+        rollout = rows_of(td, "rollout_log_probs")
+        sampled = (
+            rows_of(td, "response_mask")
+            if "response_mask" in td.keys()
+            else [torch.ones_like(r) for r in old]
+        )
+        padded = [_stack_rows([row.to(torch.float32) for row in rows]) for rows in (old, rollout, sampled)]
+        lengths = [int(row.numel()) for row in old]
+        weights, kept, clipped = compute_rollout_correction(*padded, config)
+        fields.set("rollout_is_weights", unpad_rows(weights, lengths))
+        fields.set("rollout_rs_mask", unpad_rows(kept, lengths))
+        sampled_rows = padded[2].sum(-1) > 0
+        rejected = (kept.sum(-1) == 0) & sampled_rows
+        stats = stat_entries(IS_WEIGHT, weights[kept.bool()])
+        stats.update(stat_entries(IS_CLIPPED, clipped[padded[2].bool()].double()))
+        stats.update(stat_entries(RS_REJECTED, rejected[sampled_rows].double()))
+        return stats
 
     @register(dispatch_mode=make_nd_dispatch("ref"))
     def compute_ref_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
@@ -176,7 +217,14 @@ class PolicyWorker(Worker):
         cfg = self.config.actor
         # Without old_log_probs (one on-policy pass) the update's own detached log-probs stand in.
         fields = ["prompts", "responses", "advantages"]
-        fields += [f for f in ("response_mask", "old_log_probs", "rollout_log_probs") if f in meta.fields]
+        optional = (
+            "response_mask",
+            "old_log_probs",
+            "rollout_log_probs",
+            "rollout_is_weights",
+            "rollout_rs_mask",
+        )
+        fields += [f for f in optional if f in meta.fields]
         if cfg.use_kl_loss:
             fields.append("ref_log_prob")
         batch = self._read(meta, fields)
@@ -203,6 +251,10 @@ class PolicyWorker(Worker):
             mask = mb["response_mask"].float()
             log_prob, entropy = response_log_probs_and_entropy(logits, mb, temperature, with_entropy=True)
             old_log_prob = mb.get("old_log_probs")
+            # off-policy importance weights multiply each token's policy loss (not the entropy or KL terms)
+            loss_agg = (
+                agg if "rollout_is_weights" not in mb else {**agg, "loss_weights": mb["rollout_is_weights"]}
+            )
             extra_metrics = {}
             if old_log_prob is None:
                 old_log_prob = log_prob.detach()
@@ -216,7 +268,7 @@ class PolicyWorker(Worker):
                 mask,
                 loss_agg_mode=cfg.loss_agg_mode,
                 config=loss_config,
-                **agg,
+                **loss_agg,
             )
             loss = pg_loss
             metrics = {
@@ -266,4 +318,4 @@ def _stack_rows(rows: list[torch.Tensor]) -> torch.Tensor:
     return out
 
 
-__all__ = ["PROBS_DIFF", "TRAJECTORY_FIELDS", "PolicyWorker"]
+__all__ = ["IS_CLIPPED", "IS_WEIGHT", "PROBS_DIFF", "RS_REJECTED", "TRAJECTORY_FIELDS", "PolicyWorker"]

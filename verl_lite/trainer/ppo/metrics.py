@@ -125,3 +125,15 @@ def _majority_vote_acc(group: list[dict]) -> float:
         return 0.0
     answer = votes.most_common(1)[0][0]
     return float(next(t.get("acc", 0.0) for t in group if t.get("pred") == answer))
+
+
+def staleness_metrics(tags: list[dict], trainer_version: int) -> dict[str, float]:
+    """``async/staleness/{mean,max}``: weight versions between the trainer and each trajectory's oldest token.
+
+    Args:
+        tags: the trained trajectories' tags (``min_weight_version``; a server's initial -1, the
+            weights it loaded at start, counts as version 0).
+        trainer_version: the version of the weights being updated (the actor after that many updates).
+    """
+    ages = [trainer_version - max(int(t.get("min_weight_version", -1)), 0) for t in tags] or [0]
+    return {"async/staleness/mean": sum(ages) / len(ages), "async/staleness/max": float(max(ages))}

@@ -31,8 +31,9 @@ from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
 from verl_lite.utils.registry import Registry
+from verl_lite.workers.agent_loop.manager import PendingSequences
 from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS
-from verl_lite.workers.policy import PROBS_DIFF, TRAJECTORY_FIELDS
+from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED, TRAJECTORY_FIELDS
 from verl_lite.workers.reward_model import rm_score_metrics
 
 TRAINERS: Registry[type] = Registry("trainer mode")
@@ -113,6 +114,15 @@ class PPOTrainer:
             return balance_by_length(batch, self.groups.actor.world_size)
         return batch
 
+    def on_generate(self, step: int) -> None:
+        """Have the step's prompt groups generated (sync: this step's prompts, with the current weights)."""
+        self.generate(step, self.config.data.train_batch_size)
+
+    def on_update_end(self, step: int, batch: KVBatchMeta) -> dict[str, float]:
+        """After the updates: the new weights to the rollout (version = ``step``); returns the sync metrics."""
+        with self.timed("update_weights"):
+            return self.sync_weights(step)
+
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
         """After the update and weight sync: validate on schedule, log, and checkpoint on schedule."""
         trainer = self.config.trainer
@@ -158,15 +168,14 @@ class PPOTrainer:
         self.rollout_counts = {REQUESTS_RETRIED: 0.0, SERVER_RESTARTS: 0.0}
         start = time.perf_counter()
         with self.timed("gen"):
-            self.generate(step, self.config.data.train_batch_size)
+            self.on_generate(step)
         batch, metrics = self.buffer.sample(step, "train", self.config.data.train_batch_size)
         batch.extra_info.update(global_steps=step, samples_per_prompt=self.config.actor_rollout_ref.rollout.n)
         batch.fields = list(TRAJECTORY_FIELDS)
         batch = self.on_sample_end(batch)
         metrics.update(self.score_and_estimate(batch))
         metrics.update(self.update(batch, step))
-        with self.timed("update_weights"):
-            metrics.update(self.sync_weights(step))
+        metrics.update(self.on_update_end(step, batch))
         if self.config.trainer.rollout_data_dir:
             with self.timed("dump"):
                 self.dump_generations(self.config.trainer.rollout_data_dir, step, batch)
@@ -177,19 +186,26 @@ class PPOTrainer:
         metrics.update(self.step_metrics(batch, step))
         return metrics
 
-    def generate(self, step: int, num_prompts: int) -> list[str]:
+    def generate(self, step: int, num_prompts: int) -> None:
         """Put the next prompts in the store as pending groups and have the rollout workers sample them."""
+        self.finish_generation(self.start_generation(step, num_prompts))
+
+    def start_generation(self, step: int, num_prompts: int) -> PendingSequences:
+        """``generate`` without the wait: the next prompts are submitted and the rollout starts on them."""
         items = next(self.train_batches)[:num_prompts]
         meta = self.submit_prompts(items, step, "train")
         # ReMax-style estimators also need each prompt's greedy response scored (its reward_baselines)
         needs = get_adv_estimator_needs(self.config.algorithm.adv_estimator)
-        out = self.groups.agent_loop.generate_sequences(meta, greedy_baseline=needs.greedy_baseline)
+        return self.groups.agent_loop.launch_sequences(meta, greedy_baseline=needs.greedy_baseline)
+
+    def finish_generation(self, pending: PendingSequences) -> None:
+        """Wait for a started generation; add its reward time and fault counters to this step's."""
+        out = self.groups.agent_loop.collect_sequences(pending)
         # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
         reward_s = out.stats.get(f"{REWARD_SECONDS}/max", 0.0)
         self.timing["reward"] = self.timing.get("reward", 0.0) + reward_s
         for name in self.rollout_counts:
             self.rollout_counts[name] += out.stats.get(f"{name}/sum", 0.0)
-        return meta.keys
 
     def sync_weights(self, version: int) -> dict[str, float]:
         """The actor's weights to every rollout server as ``version`` (in place when colocated)."""
@@ -241,9 +257,7 @@ class PPOTrainer:
         if cfg.recompute_old_log_prob:
             with self.timed("old_log_prob"):
                 scored = actor.compute_log_prob(batch)
-            diff = combine_shard_stats([scored.stats]).get(f"{PROBS_DIFF}/mean")
-            if diff is not None:
-                metrics["training/rollout_probs_diff_mean"] = diff
+            metrics.update(_log_prob_metrics(combine_shard_stats([scored.stats])))
             batch.fields = scored.fields
         if cfg.use_reference:
             with self.timed("ref"):
@@ -408,3 +422,15 @@ class PPOTrainer:
                 else self.config.trainer.total_training_steps
             )
         return total
+
+
+def _log_prob_metrics(stats: dict[str, float]) -> dict[str, float]:
+    """The logged names of compute_log_prob's combined stats (rollout mismatch, off-policy correction)."""
+    names = {
+        f"{PROBS_DIFF}/mean": "training/rollout_probs_diff_mean",
+        f"{IS_WEIGHT}/mean": f"{IS_WEIGHT}/mean",
+        f"{IS_WEIGHT}/max": f"{IS_WEIGHT}/max",
+        f"{IS_CLIPPED}/mean": f"{IS_WEIGHT}/clip_fraction",
+        f"{RS_REJECTED}/mean": "off_policy/rejected_fraction",
+    }
+    return {logged: stats[key] for key, logged in names.items() if key in stats}

@@ -10,6 +10,7 @@ get the latest weights too (:mod:`verl_lite.workers.rollout.recovery`).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -18,6 +19,20 @@ from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
 from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
 from verl_lite.workers.agent_loop.worker import SERVER_RESTARTS
+
+
+@dataclass
+class PendingSequences:
+    """A generation in flight: the agent-loop workers' ``generate_sequences`` results to come."""
+
+    refs: list[ray.ObjectRef]
+    partition_id: str
+    validate: bool
+
+    def done(self) -> bool:
+        """True when every worker has finished (collecting then does not wait)."""
+        ready, _ = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)
+        return len(ready) == len(self.refs)
 
 
 class AgentLoopManager:
@@ -54,16 +69,29 @@ class AgentLoopManager:
         self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
     ) -> KVBatchMeta:
         """Trajectories of ``meta``'s prompt groups (``n`` each), stored, scored and tagged; see the worker."""
+        return self.collect_sequences(self.launch_sequences(meta, validate, greedy_baseline))
+
+    def launch_sequences(
+        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+    ) -> PendingSequences:
+        """Start ``generate_sequences`` on the workers and return at once (the rollout runs meanwhile)."""
         parts = meta.chunk(len(self.workers))
         refs = [
             worker.generate_sequences.remote(part, validate, greedy_baseline)
             for worker, part in zip(self.workers, parts)
             if len(part)
         ]
-        out = KVBatchMeta.concat(ray.get(refs)) if refs else KVBatchMeta([], partition_id=meta.partition_id)
+        return PendingSequences(refs, meta.partition_id, validate)
+
+    def collect_sequences(self, pending: PendingSequences) -> KVBatchMeta:
+        """Wait for a launched generation; its trajectories' keys and tags (``generate_sequences``'s result)."""
+        refs = pending.refs
+        out = (
+            KVBatchMeta.concat(ray.get(refs)) if refs else KVBatchMeta([], partition_id=pending.partition_id)
+        )
         if self.sleeps:  # scoring and training need no engine memory
             self.rollout.sleep()
-        elif self.recovery is not None and not validate:
+        elif self.recovery is not None and not pending.validate:
             out.stats[f"{SERVER_RESTARTS}/sum"] = float(ray.get(self.recovery.take_restarts.remote()))
         return out
 
@@ -94,4 +122,4 @@ class AgentLoopManager:
         self.workers, self.recovery = [], None
 
 
-__all__ = ["AgentLoopManager"]
+__all__ = ["AgentLoopManager", "PendingSequences"]

@@ -1,0 +1,147 @@
+"""Off-policy training through main_ppo: the rollout correction of the actor loss, trainer.mode=one_step_off."""
+
+import json
+import math
+import os
+
+import pandas as pd
+import pytest
+
+from tests.trainer.helpers import train
+from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
+from verl_lite.trainer.validation import EMBEDDED_DATA
+
+ACTOR = "actor_rollout_ref.actor"
+
+
+def test_tis_and_rejection_run_through_main_ppo_and_report_their_metrics(tmp_path):
+    # Sync hf rollout on CPU samples with the actor's own weights: every ratio is 1 up to float noise,
+    # so the weights stay near 1 and a wide geometric band rejects nothing, while the update trains.
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=2",
+        f"{ACTOR}.rollout_is=token",
+        f"{ACTOR}.rollout_is_threshold=1.5",
+        f"{ACTOR}.rollout_rs=geometric",
+        f"{ACTOR}.rollout_rs_threshold=1.2",
+        f"{ACTOR}.rollout_rs_threshold_lower=0.8",
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        assert math.isclose(h["off_policy/is_weight/mean"], 1.0, abs_tol=1e-3)
+        assert h["off_policy/is_weight/max"] <= 1.5
+        assert h["off_policy/is_weight/clip_fraction"] == 0.0
+        assert h["off_policy/rejected_fraction"] == 0.0
+        assert h["actor/grad_norm"] > 0 and math.isfinite(h["actor/pg_loss"])
+
+
+def test_sequence_rejection_with_an_empty_band_masks_every_trajectory(tmp_path):
+    # The band [1.01, 1.02] excludes ratio 1: every trajectory is rejected, so no token carries a loss.
+    history = train(
+        tmp_path,
+        "trainer.total_training_steps=1",
+        f"{ACTOR}.rollout_is=sequence",
+        f"{ACTOR}.rollout_rs=sequence",
+        f"{ACTOR}.rollout_rs_threshold=1.02",
+        f"{ACTOR}.rollout_rs_threshold_lower=1.01",
+    )
+    (h,) = history
+    assert h["off_policy/rejected_fraction"] == 1.0
+    assert h["actor/pg_loss"] == 0.0 and h["actor/grad_norm"] == 0.0
+
+
+# ---- trainer.mode=one_step_off --------------------------------------------------------------------
+# Two hf rollout servers on their own pool; weights reach them through Ray's object store.
+STANDALONE = [
+    "actor_rollout_ref.rollout.mode=standalone",
+    "actor_rollout_ref.rollout.nnodes=1",
+    "actor_rollout_ref.rollout.n_gpus_per_node=2",
+    "actor_rollout_ref.rollout.checkpoint_engine=ray",
+    "actor_rollout_ref.rollout.agent.num_workers=2",
+]
+# A one_step_off trainer that dies right after step 2 was logged and checkpointed.
+CRASHING_MODE = """
+from verl_lite.trainer.ppo.trainer_base import register_trainer
+from verl_lite.trainer.ppo.trainer_one_step_off import OneStepOffTrainer
+
+
+@register_trainer("one_step_off_crash_after_2")
+class CrashAfterTwo(OneStepOffTrainer):
+    def on_step_end(self, step, metrics):
+        super().on_step_end(step, metrics)
+        if step == 2:
+            raise RuntimeError("simulated crash after step 2")
+"""
+
+
+def _dumped(directory) -> dict[int, list[dict]]:
+    """The generation dump's lines per step file."""
+    return {
+        int(path.stem): [json.loads(line) for line in path.read_text().splitlines()]
+        for path in sorted(directory.glob("*.jsonl"))
+    }
+
+
+def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(tmp_path):
+    dumps = tmp_path / "dumps"
+    history = train(
+        tmp_path,
+        "trainer.mode=one_step_off",
+        *STANDALONE,
+        "trainer.total_training_steps=3",
+        f"trainer.rollout_data_dir={dumps}",
+        f"{ACTOR}.rollout_is=token",
+    )
+    assert [h["step"] for h in history] == [1, 2, 3]
+    # step 1 trains on the initial weights' samples; later batches were generated while the step before
+    # trained, with the weights from before that step's update
+    assert [h["async/staleness/max"] for h in history] == [0.0, 1.0, 1.0]
+    assert [h["async/staleness/mean"] for h in history] == [0.0, 1.0, 1.0]
+    for h in history:
+        assert h["async/trainer_idle_s"] >= 0 and h["timing_s/sync_weights"] > 0
+        assert h["update_weights/bytes"] > 0 and h["actor/grad_norm"] > 0
+        assert 0 < h["off_policy/is_weight/mean"] and h["off_policy/is_weight/max"] <= 2.0
+    # the initial weights serve steps 1 and 2; the weights after step 1 (version 1) serve step 3
+    steps = _dumped(dumps)
+    assert {s: {row["weight_version"] for row in rows} for s, rows in steps.items()} == {
+        1: {-1},
+        2: {-1},
+        3: {1},
+    }
+    uids = [row["uid"] for rows in steps.values() for row in rows]
+    assert len(uids) == 3 * 4 * 4 and len(set(uids)) == 3 * 4  # 4 prompts x 4 samples a step, each uid once
+    assert all(len({row["step"] for row in steps[s]}) == 1 for s in steps)
+
+
+def test_one_step_off_resumes_with_the_prefetched_batch_and_trains_each_prompt_once(tmp_path):
+    data = tmp_path / "train8.parquet"
+    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(8).to_parquet(data)
+    crash = tmp_path / "crash_mode.py"
+    crash.write_text(CRASHING_MODE)
+    dumps, run_dir = tmp_path / "dumps", tmp_path / "run"
+    common = [
+        f"data.train_files={data}",
+        *STANDALONE,
+        "trainer.total_epochs=2",  # 2 steps an epoch
+        "trainer.total_training_steps=3",
+        "trainer.save_freq=2",
+        f"trainer.rollout_data_dir={dumps}",
+    ]
+    with pytest.raises(Exception, match="simulated crash after step 2"):
+        train(run_dir, *common, f"trainer.extensions=[{crash}]", "trainer.mode=one_step_off_crash_after_2")
+    # the checkpoint of step 2 holds step 3's batch, generated during step 2 (uids submitted at step 2)
+    resumed = train(run_dir, *common, "trainer.mode=one_step_off")
+    assert [h["step"] for h in resumed] == [1, 2, 3]
+    assert resumed[-1]["async/staleness/max"] == 1.0
+    steps = _dumped(dumps)
+    assert sorted(steps) == [1, 2, 3]
+    assert {row["uid"].split("-")[0] for row in steps[3]} == {"train2"}  # not generated again
+    prompts = {s: {row["prompt"] for row in rows} for s, rows in steps.items()}
+    # epoch 0 (steps 1 and 2) trains all 8 prompts once each; step 3 starts epoch 1
+    assert len(prompts[1]) == len(prompts[2]) == len(prompts[3]) == 4
+    assert len(prompts[1] | prompts[2]) == 8
+    uids = [row["uid"] for rows in steps.values() for row in rows]
+    assert len(set(uids)) == 12 and all(uids.count(u) == 4 for u in set(uids))
+    # 12 prompts submitted in all (steps 1, 2 and 3; none after the last): step 3 was not drawn again
+    _, last = complete_checkpoints(run_dir / "grpo_tiny" / "checkpoints")[-1]
+    assert load_trainer_state(last)["submitted"] == 12
