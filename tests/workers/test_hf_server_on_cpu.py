@@ -68,6 +68,7 @@ def test_concurrent_requests_with_equal_sampling_run_as_one_batched_generate(hos
     # and a row decodes as it would with its budget alone (seeded by its request id)
     alone = [host.call(server.generate(f"b{i}", p, SAMPLED, 5)) for i, p in enumerate(PROMPTS)]
     assert [o.token_ids for o in alone] == [o.token_ids for o in short]
+
     # greedy rows that never meet EOS run exactly to their budgets, in one generate
     async def greedy_budgets():
         return await asyncio.gather(*[server.generate(f"g{b}", PROMPTS[0], GREEDY, b) for b in (3, 8, 5)])
