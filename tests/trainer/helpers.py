@@ -35,3 +35,20 @@ def train(tmp_path, *overrides, config_name: str = "ppo_trainer"):
     if ray.is_initialized():
         ray.shutdown()
     return run(load_config(compose_config(config_name, [*FAST, f"trainer.run_dir={tmp_path}", *overrides])))
+
+
+def crashing_mode(name: str, base_module: str, base_class: str, after_step: int) -> str:
+    """Source of an extension that registers trainer mode ``name``: ``base_class`` (from ``base_module``)
+    raising right after step ``after_step`` was logged and checkpointed, as a killed run would stop."""
+    return f"""
+from verl_lite.trainer.ppo.trainer_base import register_trainer
+from {base_module} import {base_class}
+
+
+@register_trainer("{name}")
+class CrashAfter({base_class}):
+    def on_step_end(self, step, metrics):
+        super().on_step_end(step, metrics)
+        if step == {after_step}:
+            raise RuntimeError("simulated crash after step {after_step}")
+"""

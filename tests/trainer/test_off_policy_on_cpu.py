@@ -7,7 +7,7 @@ import os
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import train
+from tests.trainer.helpers import crashing_mode, train
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
@@ -60,18 +60,12 @@ STANDALONE = [
     "actor_rollout_ref.rollout.agent.num_workers=2",
 ]
 # A one_step_off trainer that dies right after step 2 was logged and checkpointed.
-CRASHING_MODE = """
-from verl_lite.trainer.ppo.trainer_base import register_trainer
-from verl_lite.trainer.ppo.trainer_one_step_off import OneStepOffTrainer
-
-
-@register_trainer("one_step_off_crash_after_2")
-class CrashAfterTwo(OneStepOffTrainer):
-    def on_step_end(self, step, metrics):
-        super().on_step_end(step, metrics)
-        if step == 2:
-            raise RuntimeError("simulated crash after step 2")
-"""
+CRASHING_MODE = crashing_mode(
+    "one_step_off_crash_after_2",
+    "verl_lite.trainer.ppo.trainer_one_step_off",
+    "OneStepOffTrainer",
+    after_step=2,
+)
 
 
 def _dumped(directory) -> dict[int, list[dict]]:

@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import FAST, compose_config, train
+from tests.trainer.helpers import FAST, compose_config, crashing_mode, train
 from verl_lite.main_ppo import load_config
 from verl_lite.trainer.checkpoint import COMPLETE_MARKER, checkpoint_damage, complete_checkpoints
 from verl_lite.trainer.validation import EMBEDDED_DATA
@@ -22,18 +22,9 @@ COMMON = [
     "trainer.max_ckpt_to_keep=2",
 ]
 # A trainer mode that dies right after step 3 was logged: the checkpoint of step 2 is the newest.
-CRASHING_MODE = """
-from verl_lite.trainer.ppo.trainer_base import register_trainer
-from verl_lite.trainer.ppo.trainer_sync import SyncTrainer
-
-
-@register_trainer("crash_after_3")
-class CrashAfterThree(SyncTrainer):
-    def on_step_end(self, step, metrics):
-        super().on_step_end(step, metrics)
-        if step == 3:
-            raise RuntimeError("simulated crash after step 3")
-"""
+CRASHING_MODE = crashing_mode(
+    "crash_after_3", "verl_lite.trainer.ppo.trainer_sync", "SyncTrainer", after_step=3
+)
 
 
 def _comparable(entry: dict) -> dict:
