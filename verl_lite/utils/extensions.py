@@ -7,6 +7,7 @@ the ``VERL_LITE_EXTENSIONS`` environment variable that ``main_ppo`` hands to Ray
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -17,13 +18,18 @@ ENV_VAR = "VERL_LITE_EXTENSIONS"
 
 
 def load_extensions(entries: Iterable[str]) -> None:
-    """Import each entry: a ``.py`` file path or a dotted module name (each only once per process)."""
+    """Import each entry: a ``.py`` file path or a dotted module name (each only once per process).
+
+    A file's module name carries a hash of its absolute path, so two files that share a name (say
+    ``my_loss.py`` in two experiment folders) are both imported.
+    """
     for entry in entries:
         if entry.endswith(".py"):
             path = os.path.abspath(os.path.expanduser(entry))
             if not os.path.exists(path):
                 raise ValueError(f"trainer.extensions: file {entry!r} does not exist.")
-            name = "verl_lite_extension_" + os.path.splitext(os.path.basename(path))[0]
+            stem = os.path.splitext(os.path.basename(path))[0]
+            name = f"verl_lite_extension_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:10]}"
             if name in sys.modules:
                 continue
             spec = importlib.util.spec_from_file_location(name, path)
