@@ -43,7 +43,7 @@ class RolloutClient:
         self.endpoint = endpoint
         self.calls = 0  # remote calls made (each carries one or more requests)
         self._pending: list[tuple[GenerateRequest, asyncio.Future]] = []
-        self._senders: set[asyncio.Task] = set()
+        self._senders: set[asyncio.Task] = set()  # the calls in flight (the loop keeps weak references)
 
     def generate(
         self, request_id: str, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int
@@ -89,11 +89,6 @@ class RolloutClient:
                     future.set_exception(error)
             if not isinstance(error, Exception):
                 raise
-
-    async def close(self) -> None:
-        """Wait for the calls in flight to end (their requests are answered or failed)."""
-        if self._senders:
-            await asyncio.gather(*self._senders, return_exceptions=True)
 
 
 async def serve_requests(server_generate: Any, requests: list[GenerateRequest]):
