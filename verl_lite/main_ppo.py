@@ -45,6 +45,7 @@ def run(config) -> list[dict]:
     import ray
 
     from verl_lite.kv.config import NAME_PREFIX_ENV
+    from verl_lite.single_controller.ray.process_env import worker_env_vars
     from verl_lite.trainer.task_runner import TaskRunner
     from verl_lite.utils.extensions import extensions_env
 
@@ -56,11 +57,11 @@ def run(config) -> list[dict]:
         init_kwargs.setdefault("num_cpus", max(4, slots + 2))
         init_kwargs.setdefault("object_store_memory", 512 * 1024**2)
         init_kwargs.setdefault("include_dashboard", False)
-    env_vars = {
-        "TOKENIZERS_PARALLELISM": "false",
-        NAME_PREFIX_ENV: config.kv.name_prefix,  # the workers' get_kv_client() finds this run's store
+    env_vars = worker_env_vars(
+        # the workers' get_kv_client() finds this run's store
+        **{NAME_PREFIX_ENV: config.kv.name_prefix},
         **extensions_env(config.trainer.extensions),
-    }
+    )
     runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
     runtime_env["env_vars"] = {**env_vars, **runtime_env.get("env_vars", {})}
     ray.init(runtime_env=runtime_env, **init_kwargs)

@@ -15,6 +15,8 @@ def init_ray(config: SupervisedConfig) -> None:
     """Start a local Ray sized for the workers, or join the cluster at ``ray_kwargs.ray_init.address``."""
     import ray
 
+    from verl_lite.single_controller.ray.process_env import worker_env_vars
+
     init_kwargs = {k: v for k, v in config.ray_kwargs.ray_init.items() if v is not None}
     if "address" not in init_kwargs:
         # A null address always starts a fresh local instance, even beside a running `ray start` cluster.
@@ -23,7 +25,7 @@ def init_ray(config: SupervisedConfig) -> None:
         init_kwargs.setdefault("object_store_memory", 300 * 1024**2)
         init_kwargs.setdefault("include_dashboard", False)
     runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
-    runtime_env["env_vars"] = {"TOKENIZERS_PARALLELISM": "false", **runtime_env.get("env_vars", {})}
+    runtime_env["env_vars"] = {**worker_env_vars(), **runtime_env.get("env_vars", {})}
     ray.init(runtime_env=runtime_env, **init_kwargs)
 
 
