@@ -6,9 +6,10 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from tests.workers.helpers import PROMPTS, RESPONSES, put_trajectories
+from tests.workers.helpers import PROMPTS, RESPONSES, jagged, put_trajectories
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-from verl_lite.workers.reward_model import RewardModelWorker, rm_score_metrics
+from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.workers.reward_model import RewardModelWorker
 
 RULE_SCORES = [1.0, 0.0, 1.0, 0.0]
 SHIPPED_MODEL = os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "assets", "tiny_model")
@@ -54,8 +55,11 @@ def direct_scores(rm_dir: str, policy_dir: str) -> torch.Tensor:
     return torch.tensor(scores)
 
 
-def score_with_group(kv, rm_dir: str, policy_dir: str, combine: str, micro_batch: int):
+def score_with_group(kv, rm_dir: str, policy_dir: str, combine: str, micro_batch: int, masks=None):
     meta = put_trajectories(kv)
+    if masks is not None:  # multi-turn responses: 0 on tool/observation tokens
+        kv.kv_batch_put(meta.keys, "train", fields=TensorDict({"response_mask": jagged(masks)}, [4]))
+        meta.fields = sorted({*meta.fields, "response_mask"})
     rule = [torch.tensor([0.0] * (len(r) - 1) + [s]) for r, s in zip(RESPONSES, RULE_SCORES)]
     kv.kv_batch_put(
         meta.keys,
@@ -82,19 +86,27 @@ def score_with_group(kv, rm_dir: str, policy_dir: str, combine: str, micro_batch
 def test_rm_scores_equal_a_direct_forward_with_the_policy_tokenizer(tiny_model_dir, kv_store, tmp_path):
     rm_dir = build_reward_model(str(tmp_path / "rm"), tiny_model_dir)
     expected = direct_scores(rm_dir, tiny_model_dir)
-    # two rows per worker in one micro-batch: rank 1's rows differ in length, so padding is exercised
-    out, td = score_with_group(kv_store, rm_dir, tiny_model_dir, "replace", micro_batch=2)
+    # two rows per worker in one micro-batch: rank 1's rows differ in length, so padding is exercised.
+    # Row 3's response ends in two observation tokens (mask 0): its score goes on its last model token.
+    masks = [[1] * len(r) for r in RESPONSES]
+    masks[3][-2:] = [0, 0]
+    last = [len(r) - 1 for r in RESPONSES]
+    last[3] -= 2
+    out, td = score_with_group(kv_store, rm_dir, tiny_model_dir, "replace", micro_batch=2, masks=masks)
     rm_rows = list(td["rm_scores"].unbind())
     assert [r.numel() for r in rm_rows] == [len(r) for r in RESPONSES]
-    # the score sits on the last response token, zeros elsewhere
-    assert all(float(r[:-1].abs().sum()) == 0.0 for r in rm_rows)
-    got = torch.stack([r[-1] for r in rm_rows])
+    # the score sits on the last model token, zeros elsewhere
+    for row, at in zip(rm_rows, last):
+        assert float(row.abs().sum() - row[at].abs()) == 0.0
+    got = torch.stack([r[at] for r, at in zip(rm_rows, last)])
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     # replace: the final scores are the model's, the rule scores are gone
-    final = torch.stack([r[-1] for r in td["token_level_scores"].unbind()])
+    final = torch.stack([r[at] for r, at in zip(td["token_level_scores"].unbind(), last)])
     torch.testing.assert_close(final, expected, atol=1e-5, rtol=1e-5)
     assert {"rm_scores", "token_level_scores"} <= set(out.fields)
-    assert rm_score_metrics(out)["critic/rm_score/mean"] == pytest.approx(float(expected.mean()), abs=1e-5)
+    assert combine_shard_stats([out.stats])["critic/rm_score/mean"] == pytest.approx(
+        float(expected.mean()), abs=1e-5
+    )
 
 
 def test_other_tokenizer_rescores_decoded_text_and_add_keeps_the_rule_score(

@@ -21,23 +21,12 @@ from tensordict import TensorDict
 from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.protocol import padded_from_jagged, to_jagged
 from verl_lite.single_controller import Dispatch, Worker, register
+from verl_lite.workers.advantage import stat_entries
 from verl_lite.workers.batching import rows_of
 from verl_lite.workers.sequences import on_last_token, split_micro_batches
 
-# compute_rm_score leaves one (sum, count, max, min) of its rows' scores per rank in the returned meta.
-RM_STATS_PREFIX = "rm_score/rank"
-
-
-def rm_score_metrics(meta: KVBatchMeta) -> dict[str, float]:
-    """``critic/rm_score/mean|max|min`` over all ranks, from the meta ``compute_rm_score`` returned."""
-    parts = [v for k, v in meta.extra_info.items() if k.startswith(RM_STATS_PREFIX) and v[1]]
-    if not parts:
-        return {}
-    return {
-        "critic/rm_score/mean": sum(p[0] for p in parts) / sum(p[1] for p in parts),
-        "critic/rm_score/max": max(p[2] for p in parts),
-        "critic/rm_score/min": min(p[3] for p in parts),
-    }
+# The stats compute_rm_score hands back (sum/count/max/min of the model's sequence scores).
+RM_SCORE = "critic/rm_score"
 
 
 def same_vocabulary(a: Any, b: Any) -> bool:
@@ -124,13 +113,17 @@ class RewardModelWorker(Worker):
     def compute_rm_score(self, meta: KVBatchMeta) -> KVBatchMeta:
         """Score ``meta``'s trajectories; write ``rm_scores`` and the combined ``token_level_scores``.
 
-        Reads ``prompts`` and ``responses`` (and the rule-based ``token_level_scores`` when present).
-        Both written fields are response-length rows with the sequence score on the last token.
+        Reads ``prompts`` and ``responses`` (and the rule-based ``token_level_scores`` and the
+        ``response_mask`` when present). Both written fields are response-length rows with the sequence
+        score on the last token the model generated (a multi-turn response may end in a tool's tokens).
+        Hands back ``critic/rm_score`` stats.
         """
         if not len(meta):
             return meta
         rule_field = "token_level_scores" if "token_level_scores" in meta.fields else None
+        masked = "response_mask" in meta.fields
         wanted = ["prompts", "responses", *([rule_field] if rule_field else [])]
+        wanted += ["response_mask"] if masked else []
         td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
         prompts, responses = rows_of(td, "prompts"), rows_of(td, "responses")
         if self.same_tokenizer:
@@ -141,22 +134,25 @@ class RewardModelWorker(Worker):
         rule = [float(row.sum()) for row in rows_of(td, rule_field)] if rule_field else None
         final = self.manager.combine_model_scores(rule, rm.tolist())
         lengths = [int(r.numel()) for r in responses]
+        masks = [m.tolist() for m in rows_of(td, "response_mask")] if masked else [None] * len(meta)
+
+        def token_level(scores: list[float]) -> torch.Tensor:
+            return to_jagged([on_last_token(n, s, m) for n, s, m in zip(lengths, scores, masks)])
+
         fields = TensorDict(
-            {
-                "rm_scores": to_jagged([on_last_token(n, s) for n, s in zip(lengths, rm.tolist())]),
-                "token_level_scores": to_jagged([on_last_token(n, s) for n, s in zip(lengths, final)]),
-            },
+            {"rm_scores": token_level(rm.tolist()), "token_level_scores": token_level(final)},
             batch_size=[len(meta)],
         )
         self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=fields)
-        stats = (float(rm.sum()), rm.numel(), float(rm.max()), float(rm.min()))
-        return KVBatchMeta(
+        out = KVBatchMeta(
             keys=meta.keys,
             tags=meta.tags,
             partition_id=meta.partition_id,
             fields=sorted(set(meta.fields) | set(fields.keys())),
-            extra_info={**meta.extra_info, f"{RM_STATS_PREFIX}{self.rank}": stats},
+            extra_info=meta.extra_info,
         )
+        out.stats = stat_entries(RM_SCORE, rm)
+        return out
 
 
-__all__ = ["RewardModelWorker", "retokenize", "rm_score_metrics", "same_vocabulary"]
+__all__ = ["RM_SCORE", "RewardModelWorker", "retokenize", "same_vocabulary"]

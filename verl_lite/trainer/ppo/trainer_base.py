@@ -34,7 +34,6 @@ from verl_lite.utils.registry import Registry
 from verl_lite.workers.agent_loop.manager import PendingSequences
 from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS
 from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED, TRAJECTORY_FIELDS
-from verl_lite.workers.reward_model import rm_score_metrics
 
 TRAINERS: Registry[type] = Registry("trainer mode")
 
@@ -253,7 +252,7 @@ class PPOTrainer:
             with self.timed("reward"):
                 rm_scored = self.groups.reward_model.compute_rm_score(batch)
             batch.fields = rm_scored.fields
-            metrics.update(rm_score_metrics(rm_scored))
+            metrics.update(combine_shard_stats([rm_scored.stats]))
         if cfg.recompute_old_log_prob:
             with self.timed("old_log_prob"):
                 scored = actor.compute_log_prob(batch)
