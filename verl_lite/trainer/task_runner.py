@@ -75,8 +75,6 @@ def build_worker_groups(config: PPOConfig, manager):
         )
     colocated = RayWorkerGroup(manager.get_resource_pool(Role.Actor), create_colocated_worker_cls(roles))
     groups = colocated.spawn(set(roles))
-    for name in roles:
-        groups[name].init_model()
     if hybrid:
         rollout = groups["rollout"]
     else:
@@ -86,11 +84,21 @@ def build_worker_groups(config: PPOConfig, manager):
             name_prefix="rollout",
             max_restarts=arr.rollout.max_restarts,
         )
-        rollout.init_model()
+    # The agent-loop workers' processes start (imports, tokenizer) while the models load below, instead
+    # of before the first generation; they only hold the servers' handles until then.
+    agent_loop = AgentLoopManager(arr, config.reward, rollout, recovery)
+    try:
+        for name in roles:
+            groups[name].init_model()
+        if not hybrid:
+            rollout.init_model()
+    except BaseException:
+        agent_loop.shutdown()
+        raise
     return WorkerGroups(
         actor=groups["actor"],
         rollout=rollout,
-        agent_loop=AgentLoopManager(arr, config.reward, rollout, recovery),
+        agent_loop=agent_loop,
         critic=groups.get("critic"),
         reward_model=groups.get("rm"),
     )

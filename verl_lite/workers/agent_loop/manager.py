@@ -51,8 +51,7 @@ class AgentLoopManager:
 
         self.rollout = rollout
         self.recovery = recovery
-        # a generation ends with a sleep only where a server sleeps (hybrid, and a backend that can)
-        self.sleeps = recovery is None and any(rollout.sleeps())
+        self._sleeps: bool | None = None  # asked once the servers are up (the backend decides)
         endpoints, probes = rollout.endpoints("generate"), rollout.endpoints("load")
         num_workers = max(1, int(config.rollout.agent.num_workers))
         remote = ray.remote(num_cpus=0)(AgentLoopWorker)
@@ -64,6 +63,13 @@ class AgentLoopManager:
             remote.options(runtime_env=env).remote(config, reward_config, endpoints, probes, index)
             for index in range(num_workers)
         ]
+
+    @property
+    def sleeps(self) -> bool:
+        """Whether a generation ends with the servers' sleep: hybrid, with a backend that can sleep."""
+        if self._sleeps is None:
+            self._sleeps = self.recovery is None and any(self.rollout.sleeps())
+        return self._sleeps
 
     def generate_sequences(
         self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
