@@ -48,12 +48,17 @@ def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor,
     return input_ids, attention_mask
 
 
-def seeded_sampler(sampling: SamplingConfig, seeds: list[int]):
+# Uniform draws a seeded sampler takes from each row's generator at once (a few steps' worth).
+UNIFORMS_PER_CHUNK = 1 << 14
+
+
+def seeded_sampler(sampling: SamplingConfig, seeds: list[int], max_steps: int = 1):
     """A logits processor that samples each row from its own generator, for greedy ``generate`` to pick.
 
     It applies temperature, top-k and top-p to the raw logits and adds Gumbel noise drawn from row
     ``i``'s generator (seeded with ``seeds[i]``): the argmax of logits + Gumbel noise is an exact sample of
     softmax(logits). Each row's draws depend on its seed and position only, not on the rest of the batch.
+    ``max_steps`` (the longest budget) bounds how many steps' uniforms are drawn ahead.
     """
     from transformers import LogitsProcessor, LogitsProcessorList
 
@@ -61,6 +66,21 @@ def seeded_sampler(sampling: SamplingConfig, seeds: list[int]):
     top_k = sampling.top_k if sampling.top_k and sampling.top_k > 0 else None
 
     class SeededSampler(LogitsProcessor):
+        # Gumbel noise for the next steps, (rows, steps, vocab): one rand call per row per chunk of
+        # steps instead of per step. torch.rand(k * V) is the same stream as k calls of torch.rand(V),
+        # so the samples do not change.
+        noise: torch.Tensor | None = None
+        next_step = 0
+
+        def gumbel(self, vocab: int) -> torch.Tensor:
+            if self.noise is None or self.next_step == self.noise.shape[1]:
+                steps = max(1, min(UNIFORMS_PER_CHUNK // vocab, max_steps))
+                rows = [torch.rand(steps * vocab, generator=g).view(steps, vocab) for g in generators]
+                uniform = torch.stack(rows).clamp_(1e-20, 1.0 - 1e-7)
+                self.noise, self.next_step = -torch.log(-torch.log(uniform)), 0
+            self.next_step += 1
+            return self.noise[:, self.next_step - 1]
+
         def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
             scores = scores.float() / sampling.temperature
             if top_k is not None and top_k < scores.shape[-1]:
@@ -73,9 +93,7 @@ def seeded_sampler(sampling: SamplingConfig, seeds: list[int]):
                 drop_sorted = probs.cumsum(dim=-1) - probs > sampling.top_p
                 drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
                 scores = scores.masked_fill(drop, float("-inf"))
-            uniform = torch.stack([torch.rand(scores.shape[-1], generator=g) for g in generators])
-            gumbel = -torch.log(-torch.log(uniform.clamp(1e-20, 1.0 - 1e-7)))
-            return scores + gumbel.to(scores.device)
+            return scores + self.gumbel(scores.shape[-1]).to(scores.device)
 
     return LogitsProcessorList([SeededSampler()])
 
@@ -114,7 +132,7 @@ def generate_batch(
     budgets = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
     kwargs = generate_kwargs(sampling)
     if seeds is not None and not is_greedy(sampling):
-        kwargs = {"do_sample": False, "logits_processor": seeded_sampler(sampling, seeds)}
+        kwargs = {"do_sample": False, "logits_processor": seeded_sampler(sampling, seeds, max(budgets))}
     out = model.generate(
         input_ids=input_ids.to(model.device),
         attention_mask=attention_mask.to(model.device),
