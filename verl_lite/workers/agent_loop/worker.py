@@ -38,6 +38,8 @@ REWARD_SECONDS = "timing_s/reward"
 # servers Ray restarted (the manager adds those).
 REQUESTS_RETRIED = "rollout/requests_retried"
 SERVER_RESTARTS = "rollout/server_restarts"
+# The stats entry of when (``time.time()``) a worker's call ended, for the rollout's idle time.
+FINISHED_AT = "rollout/finished_at/max"
 
 
 @dataclass
@@ -173,6 +175,7 @@ class AgentLoopWorker:
             f"{REWARD_SECONDS}/max": batch.scoring_s,
             f"{REWARD_SECONDS}/min": batch.scoring_s,
             f"{REQUESTS_RETRIED}/sum": float(self.servers.retried - retried_before),
+            FINISHED_AT: time.time(),
         }
         return out
 
@@ -334,4 +337,4 @@ class AgentLoopWorker:
         return rows
 
 
-__all__ = ["REQUESTS_RETRIED", "REWARD_SECONDS", "SERVER_RESTARTS", "AgentLoopWorker"]
+__all__ = ["FINISHED_AT", "REQUESTS_RETRIED", "REWARD_SECONDS", "SERVER_RESTARTS", "AgentLoopWorker"]
