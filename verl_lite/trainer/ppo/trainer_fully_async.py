@@ -71,7 +71,8 @@ class FullyAsyncTrainer(PPOTrainer):
         self._launches: list[_Launch] = []
         # prompts drawn from the data iterator and not submitted yet (a refill took part of a batch)
         self._drawn: list[dict] = []
-        self._window_start = time.time()
+        # start of the span async/rollout_idle_s covers (the first launch, then the previous step's end)
+        self._window_start: float | None = None
         self._trainer_idle_s = 0.0
         self._sample_from = 0.0
 
@@ -143,6 +144,8 @@ class FullyAsyncTrainer(PPOTrainer):
         needs = get_adv_estimator_needs(self.config.algorithm.adv_estimator)
         pending = self.groups.agent_loop.launch_sequences(meta, greedy_baseline=needs.greedy_baseline)
         self._launches.append(_Launch(pending, time.time()))
+        if self._window_start is None:
+            self._window_start = self._launches[-1].started
 
     def _collect_finished(self) -> None:
         """Add the reward time and fault counters of finished launches; remember when they ended."""
@@ -154,6 +157,8 @@ class FullyAsyncTrainer(PPOTrainer):
     def _rollout_idle_s(self) -> float:
         """Seconds since the last call during which no launched generation was running."""
         self._collect_finished()
+        if self._window_start is None:
+            return 0.0
         start, now = self._window_start, time.time()
         spans = sorted((max(x.started, start), min(x.finished or now, now)) for x in self._launches)
         busy, reached = 0.0, start
