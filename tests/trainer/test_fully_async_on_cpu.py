@@ -26,6 +26,11 @@ PROBS_DIFF = "training/rollout_probs_diff_mean"
 WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "replay_buffer/wait_s", "async/")
 
 
+def _joining(cluster) -> list[str]:
+    """Overrides that make a run join the module's Ray cluster instead of starting its own."""
+    return [f"ray_kwargs.ray_init.address={cluster.address}", "~ray_kwargs.ray_init.num_cpus"]
+
+
 def _dumped(directory) -> dict[int, list[dict]]:
     """The generation dump's lines per step file."""
     return {
@@ -34,10 +39,10 @@ def _dumped(directory) -> dict[int, list[dict]]:
     }
 
 
-def test_fully_async_with_staleness_0_and_a_sync_every_update_matches_the_sync_trainer(tmp_path):
+def test_fully_async_with_staleness_0_and_a_sync_every_update_matches_the_sync_trainer(tmp_path, cluster):
     # S = 0 and k = 1: every group is generated with the weights of the step that trains it, from the same
     # prompts, uids and per-request seeds as in sync mode, so every metric but the clock's is the same.
-    steps = ["trainer.total_training_steps=2", *STANDALONE]
+    steps = ["trainer.total_training_steps=2", *STANDALONE, *_joining(cluster)]
     sync = train(tmp_path / "sync", *steps)
     fully_async = train(
         tmp_path / "async",
@@ -60,13 +65,14 @@ def test_fully_async_with_staleness_0_and_a_sync_every_update_matches_the_sync_t
     assert "val-core/synthetic_arith/acc/mean@1" in fully_async[-1]  # validated at the last step
 
 
-def test_fully_async_drop_evicts_groups_older_than_the_bound_and_trains_none(tmp_path):
+def test_fully_async_drop_evicts_groups_older_than_the_bound_and_trains_none(tmp_path, cluster):
     # k = 2, S = 1: between two syncs the rollout runs ahead on old weights; a group submitted on
     # version 0 after step 1 would be trained at step 3, two versions behind: it is dropped and refilled.
     history = train(
         tmp_path,
         "trainer.total_training_steps=3",
         *STANDALONE,
+        *_joining(cluster),
         "trainer.mode=fully_async",
         "trainer.parameter_sync_step=2",
         f"{STALENESS}=1",
@@ -85,7 +91,9 @@ CRASHING_MODE = "import tests.trainer.slow_rollout  # noqa: F401\n" + crashing_m
 )
 
 
-def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_each_prompt_once(tmp_path):
+def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_each_prompt_once(
+    tmp_path, cluster
+):
     data = tmp_path / "train8.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(8).to_parquet(data)
     modes = tmp_path / "modes.py"
@@ -94,6 +102,7 @@ def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_
     common = [
         f"data.train_files={data}",
         *STANDALONE,
+        *_joining(cluster),
         "actor_rollout_ref.rollout.name=hf_slow",
         f"trainer.extensions=[{modes}]",
         f"{STALENESS}=1",
