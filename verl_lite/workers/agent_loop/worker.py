@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_tag
+from verl_lite.kv import KVBatchMeta, KVKeyError, get_kv_client, trajectory_key, trajectory_tag
 from verl_lite.protocol import to_jagged
 from verl_lite.reward.trajectory_scoring import ScoredResponse, reward_item, score_items
 from verl_lite.utils.config import from_config
@@ -313,7 +313,17 @@ class AgentLoopWorker:
             if i in batch.failed:
                 tag["error"] = batch.failed[i]
             tags.append(tag)
-        self.kv.kv_update_tags([batch.meta.keys[i] for i in done], batch.meta.partition_id, tags)
+        keys, partition = [batch.meta.keys[i] for i in done], batch.meta.partition_id
+        try:
+            self.kv.kv_update_tags(keys, partition, tags)
+        except KVKeyError:
+            # The replay buffer evicted some of these groups while they generated (too stale, in
+            # fully_async with off_policy_strategy=drop); it clears their trajectories as late arrivals.
+            for key, tag in zip(keys, tags):
+                try:
+                    self.kv.kv_update_tags([key], partition, [tag])
+                except KVKeyError:
+                    pass
 
     def _stored_fields(self, batch: _Batch) -> list[str]:
         fields = ["prompts", "responses", "response_mask", "rollout_log_probs"]
