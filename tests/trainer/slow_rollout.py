@@ -1,6 +1,6 @@
 """A slow hf rollout and a fully_async mode that checks what it trains (a ``trainer.extensions`` file).
 
-``rollout.name=hf_slow`` serves like ``hf`` but sleeps ``SLOW_ROLLOUT_TOKEN_S`` (default 0.03) per
+``rollout.name=hf_slow`` serves like ``hf`` but sleeps ``SLOW_ROLLOUT_TOKEN_S`` (default 0.08) per
 decoding step, so generations are still running when the trainer syncs weights. Trainer mode
 ``fully_async_checked`` is ``fully_async`` plus a look at the tensors of every trained trajectory whose
 tokens came from more than one weight version: it logs how many there were (``check/spanning``) and how
@@ -17,7 +17,7 @@ from verl_lite.trainer.ppo.trainer_base import register_trainer
 from verl_lite.trainer.ppo.trainer_fully_async import FullyAsyncTrainer
 from verl_lite.workers.rollout import HFServer, register_rollout
 
-TOKEN_S = float(os.environ.get("SLOW_ROLLOUT_TOKEN_S", "0.03"))
+TOKEN_S = float(os.environ.get("SLOW_ROLLOUT_TOKEN_S", "0.08"))
 
 
 @register_rollout("hf_slow")
