@@ -1,9 +1,11 @@
-"""Sync vs one_step_off training on the embedded task: samples per second and val accuracy, side by side.
+"""Sync vs one_step_off vs fully_async training on the embedded task: samples/s and val accuracy, side by side.
 
 Each mode runs ``python -m verl_lite.main_ppo`` in its own process (a fresh local Ray) with the same
 model, prompts, n, steps and seed, on a standalone rollout pool of one hf server, so the only
 difference is the schedule: ``sync`` generates, then trains; ``one_step_off`` generates the next batch
-while the current one trains, plain or with token-level TIS against the rollout's log-probs. Every process
+while the current one trains, plain or with token-level TIS against the rollout's log-probs;
+``fully_async`` streams groups into the replay buffer, at most one weight version stale, with a weight
+sync (and partial rollout) after every update. Every process
 gets ``--threads`` torch threads, so on a 2-core machine with one thread each the rollout server and
 the trainer can each have a core. Samples per second = trained trajectories / the summed
 ``timing_s/step`` (start-up and the final validation excluded); accuracy = the greedy validation
@@ -29,6 +31,12 @@ MODES = {
     "one_step_off": ["trainer.mode=one_step_off"],
     # the correction needs the old-log-prob forward, which the single-pass update otherwise skips
     "one_step_off+tis": ["trainer.mode=one_step_off", "actor_rollout_ref.actor.rollout_is=token"],
+    "fully_async": [
+        "trainer.mode=fully_async",
+        "trainer.parameter_sync_step=1",
+        "trainer.replay_buffer.max_off_policy_threshold=1",
+        "trainer.replay_buffer.off_policy_strategy=wait",
+    ],
 }
 
 
@@ -113,6 +121,8 @@ def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict:
         "accuracy": accuracy[0] if accuracy else float("nan"),
         "staleness": sum(h.get("async/staleness/mean", 0.0) for h in steps) / len(steps),
         "idle_s": sum(h.get("async/trainer_idle_s", 0.0) for h in steps),
+        "rollout_idle_s": sum(h.get("async/rollout_idle_s", 0.0) for h in steps),
+        "partial": sum(h.get("async/partial_fraction", 0.0) for h in steps) / len(steps),
         "phases": {
             k.removeprefix("timing_s/"): sum(h.get(k, 0.0) for h in steps) / len(steps)
             for k in sorted({k for h in steps for k in h if k.startswith("timing_s/")})
@@ -124,17 +134,19 @@ def table(results: dict[str, dict]) -> str:
     """The markdown table of the runs, with each mode's speed relative to sync."""
     base = results.get("sync", {}).get("samples_per_s")
     lines = [
-        "| mode | samples | loop s | samples/s | vs sync | val acc | mean staleness | trainer idle s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| mode | samples | loop s | samples/s | vs sync | val acc | mean staleness | trainer idle s "
+        "| rollout idle s | partial |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, r in results.items():
         if r["status"] != "ok":
-            lines.append(f"| {mode} | {r['status'].splitlines()[0]} | | | | | | |")
+            lines.append(f"| {mode} | {r['status'].splitlines()[0]} | | | | | | | | |")
             continue
         ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
         lines.append(
             f"| {mode} | {r['samples']} | {r['loop_s']:.1f} | {r['samples_per_s']:.2f} | {ratio} | "
-            f"{r['accuracy']:.3f} | {r['staleness']:.2f} | {r['idle_s']:.1f} |"
+            f"{r['accuracy']:.3f} | {r['staleness']:.2f} | {r['idle_s']:.1f} | {r['rollout_idle_s']:.1f} | "
+            f"{r['partial']:.2f} |"
         )
     phases = sorted({k for r in results.values() if r["status"] == "ok" for k in r["phases"]})
     lines += ["", "Mean seconds per step (`timing_s/*`):", ""]
@@ -148,6 +160,7 @@ def table(results: dict[str, dict]) -> str:
 def main() -> None:
     args = parse_args()
     results = {}
+    start_load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="async_vs_sync_") as tmp:
         for mode in args.modes:
             print(f"running {mode} ...", flush=True)
@@ -158,7 +171,7 @@ def main() -> None:
     note = (
         f"{args.steps} steps x {args.prompts} prompts x n={args.n}, responses <= {args.max_response_length} "
         f"tokens, {args.threads} thread(s) a process, one standalone hf rollout server; 1-min load average "
-        f"{load:.1f} at the end."
+        f"{start_load:.1f} at the start, {load:.1f} at the end."
     )
     print(f"\n{note}\n\n{table(results)}")
     if args.markdown:

@@ -53,7 +53,10 @@ BAD_CONFIGS = [
         ["actor_rollout_ref.engine.name=megatron"],
         "actor_rollout_ref.engine.name='megatron' is not registered",
     ),
-    (["trainer.mode=async"], "trainer.mode='async' is not registered; known: one_step_off, sync."),
+    (
+        ["trainer.mode=async"],
+        "trainer.mode='async' is not registered; known: fully_async, one_step_off, sync.",
+    ),
     (["reward.reward_manager=prime"], "reward.reward_manager='prime' is not registered"),
     (
         ["data.train_files=/nonexistent/train.parquet"],
@@ -98,6 +101,20 @@ BAD_CONFIGS = [
         ["trainer.mode=one_step_off"],
         "trainer.mode='one_step_off' overlaps generation and training, so it needs "
         "actor_rollout_ref.rollout.mode=standalone (got 'hybrid').",
+    ),
+    (
+        [
+            "trainer.mode=fully_async",
+            "actor_rollout_ref.rollout.mode=standalone",
+            "trainer.parameter_sync_step=3",
+            "trainer.replay_buffer.max_off_policy_threshold=1",
+        ],
+        "trainer.mode=fully_async needs trainer.replay_buffer.max_off_policy_threshold >= "
+        "trainer.parameter_sync_step - 1 = 2 (got 1)",
+    ),
+    (
+        ["trainer.parameter_sync_step=0"],
+        "trainer.parameter_sync_step=0 is invalid; use an integer >= 1",
     ),
     (
         ["actor_rollout_ref.actor.rollout_is=tis"],

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import ray
 
 from tests.trainer.helpers import train
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
@@ -265,22 +264,6 @@ CHECKS = {
     "gae_critic": _check_gae_critic,
     "lora_packed_kl_loss": _check_lora_packed_kl_loss,
 }
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """One Ray cluster the rows' runs join (each run's actors and placement groups end with it)."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 8, "object_store_memory": 300 * 1024**2}
-    )
-    yield cluster
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster.shutdown()
 
 
 def _run(tmp_path, cluster, *overrides):

@@ -111,9 +111,12 @@ class ReplayBufferSection:
 class TrainerConfig:
     """Run length, placement, logging, validation and checkpoints."""
 
-    # Registered trainer mode: "sync" (generate, then train on exactly that) or "one_step_off" (the next
-    # step's batch generates while this one trains; needs rollout.mode=standalone).
+    # Registered trainer mode: "sync" (generate, then train on exactly that), "one_step_off" (the next
+    # step's batch generates while this one trains) or "fully_async" (the rollout streams groups into the
+    # replay buffer without pause); the last two need rollout.mode=standalone.
     mode: str = "sync"
+    # fully_async: sync the weights to the rollout every this many updates (and before validation).
+    parameter_sync_step: int = 1
     project_name: str = "verl_lite"
     experiment_name: str = "grpo_tiny"
     # Loggers: any of console, jsonl, wandb, tensorboard.

@@ -23,6 +23,7 @@ TAG_FIELDS = (
     "response_len",
     "finish_reason",
     "weight_version",
+    "min_weight_version",
 )
 
 

@@ -129,7 +129,11 @@ def _name_problems(config: PPOConfig) -> list[str]:
     from verl_lite.algorithms import ADV_ESTIMATORS, POLICY_LOSSES
     from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
     from verl_lite.reward import REWARD_MANAGERS
-    from verl_lite.trainer.ppo import trainer_one_step_off, trainer_sync  # noqa: F401  register the modes
+    from verl_lite.trainer.ppo import (  # noqa: F401  register the modes
+        trainer_fully_async,
+        trainer_one_step_off,
+        trainer_sync,
+    )
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
     from verl_lite.workers.agent_loop import AGENT_LOOPS
@@ -353,6 +357,13 @@ def _val_batch_problems(config: PPOConfig) -> list[str]:
     return []
 
 
+def _mode_needs_staleness_bound(mode: str) -> bool:
+    """Whether the registered trainer mode runs the rollout ahead by up to the staleness bound."""
+    from verl_lite.trainer.ppo.trainer_base import TRAINERS
+
+    return mode in TRAINERS and getattr(TRAINERS.get(mode), "needs_staleness_bound", False)
+
+
 def _replay_buffer_problems(config: PPOConfig) -> list[str]:
     """DAPO's refill bound and the staleness control of the replay buffer."""
     from verl_lite.trainer.ppo.replay_buffer import OFF_POLICY_STRATEGIES
@@ -378,6 +389,20 @@ def _replay_buffer_problems(config: PPOConfig) -> list[str]:
         out.append(
             f"trainer.replay_buffer.max_refill_batches={refill!r} is invalid; use an integer (replacement "
             "groups per step, in units of data.train_batch_size; <= 0 for no limit)."
+        )
+    sync_step = config.trainer.parameter_sync_step
+    if isinstance(sync_step, bool) or not isinstance(sync_step, int) or sync_step < 1:
+        out.append(
+            f"trainer.parameter_sync_step={sync_step!r} is invalid; use an integer >= 1 (updates between "
+            "two weight syncs)."
+        )
+    elif _mode_needs_staleness_bound(config.trainer.mode) and (
+        threshold is None or (isinstance(threshold, int) and threshold < sync_step - 1)
+    ):
+        out.append(
+            f"trainer.mode={config.trainer.mode} needs trainer.replay_buffer.max_off_policy_threshold >= "
+            f"trainer.parameter_sync_step - 1 = {sync_step - 1} (got {threshold!r}): the rollout serves "
+            f"weights up to {sync_step - 1} versions old between two syncs."
         )
     if staleness.off_policy_strategy not in OFF_POLICY_STRATEGIES:
         out.append(

@@ -18,7 +18,7 @@ import ray
 from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
 from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
-from verl_lite.workers.agent_loop.worker import SERVER_RESTARTS
+from verl_lite.workers.agent_loop.worker import FINISHED_AT, SERVER_RESTARTS
 
 
 @dataclass
@@ -28,6 +28,12 @@ class PendingSequences:
     refs: list[ray.ObjectRef]
     partition_id: str
     validate: bool
+
+    def finished_at(self) -> float | None:
+        """When the last worker finished (``time.time()``), once :meth:`done`; None before."""
+        if not self.done():
+            return None
+        return max(float(out.stats.get(FINISHED_AT, 0.0)) for out in ray.get(self.refs)) if self.refs else 0.0
 
     def done(self) -> bool:
         """True when every worker has finished (collecting then does not wait)."""
@@ -111,6 +117,19 @@ class AgentLoopManager:
             return self.rollout.receive_weights(handle, version)
         ray.get(self.recovery.publish.remote(handle, version))
         return list(self.rollout.execute_on_live("receive_weights", handle, version).values())
+
+    def receive_weights_between_aborts(self, handle: Any, version: int) -> list[dict[str, float]]:
+        """:meth:`receive_weights` with the generations in flight cut short first and let go after.
+
+        Partial rollout (standalone placement): ``abort_all`` returns every running request with its
+        tokens so far and holds new ones, the agent loops resend each aborted request as prompt + those
+        tokens (see ``StickyClient.generate``), and ``resume`` serves them under ``version``.
+        """
+        self.rollout.execute_on_live("abort_all")
+        try:
+            return self.receive_weights(handle, version)
+        finally:
+            self.rollout.execute_on_live("resume")
 
     def decode_trajectories(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
         """``{key: {"prompt": text, "response": text}}`` of ``meta``'s trajectories (for the JSONL dumps)."""

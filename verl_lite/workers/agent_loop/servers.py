@@ -10,6 +10,8 @@ keeps. The failed server is left out meanwhile and polled until it serves again 
 the replacement loads the latest weights before Ray lets it take requests, see
 :mod:`verl_lite.workers.rollout.recovery`) or is gone for good, when it is dropped. With no server
 left, the request raises :class:`NoRolloutServerLeft`; while only restarting ones are left, it waits.
+A request cut short by ``abort_all`` (a weight sync in ``trainer.mode=fully_async``) is continued from
+its tokens so far under the new weights (partial rollout, :meth:`StickyClient.generate`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from verl_lite.workers.rollout.server import TokenOutput
 
 # Seconds between two polls of a server that failed, until Ray has restarted it or declared it dead.
 POLL_S = 0.5
+# Aborted continuations in a row without a new token after which a trajectory gives up (a server that
+# keeps aborting would otherwise spin forever).
+MAX_EMPTY_CONTINUATIONS = 100
 
 
 class NoRolloutServerLeft(RuntimeError):
@@ -128,6 +133,30 @@ class StickyClient:
         self._turn = itertools.count()
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int) -> TokenOutput:
+        """One generation; a request that ``abort_all`` cut short (a weight sync) is continued.
+
+        Partial rollout: the continuation sends prompt + the tokens so far with the rest of the budget, so
+        it runs under the new weights once the server resumes; the pieces join into one contiguous output
+        whose ``min_weight_version`` is the oldest piece's and ``weight_version`` the newest's.
+        """
+        out = await self._request(prompt_ids, sampling, max_tokens)
+        tokens, log_probs, oldest = list(out.token_ids), list(out.log_probs), out.min_weight_version
+        empty = 0
+        while out.finish_reason == "abort" and len(tokens) < max_tokens:
+            out = await self._request(list(prompt_ids) + tokens, sampling, max_tokens - len(tokens))
+            empty = 0 if out.token_ids else empty + 1
+            if empty >= MAX_EMPTY_CONTINUATIONS:
+                raise RuntimeError(
+                    f"request {self.request_prefix!r} was aborted {empty} times in a row before it produced a "
+                    "token: the rollout server keeps aborting (abort_all without resume?)."
+                )
+            tokens += list(out.token_ids)
+            log_probs += list(out.log_probs)
+            oldest = min(oldest, out.min_weight_version)
+        reason = "length" if out.finish_reason == "abort" else out.finish_reason
+        return TokenOutput(tokens, log_probs, reason, out.weight_version, min_weight_version=oldest)
+
+    async def _request(self, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int) -> TokenOutput:
         """Send one request (the whole context so far) to this trajectory's server, or a live one if it died."""
         request_id = f"{self.request_prefix}-{next(self._turn)}"
         servers, resend = self.servers, False

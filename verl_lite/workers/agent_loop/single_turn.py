@@ -24,7 +24,7 @@ class SingleTurnAgentLoop(AgentLoop):
             response_mask=[1] * len(out.token_ids),
             response_log_probs=list(out.log_probs),
             num_turns=1,
-            min_weight_version=out.weight_version,
+            min_weight_version=out.min_weight_version,
             max_weight_version=out.weight_version,
             finish_reason=out.finish_reason,
         )

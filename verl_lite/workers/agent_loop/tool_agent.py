@@ -129,7 +129,7 @@ class ToolAgentLoop(AgentLoop):
             out: TokenOutput = await client.generate(traj.prompt_ids + traj.response_ids, sampling, room)
             traj.add(list(out.token_ids[:room]), out.log_probs[:room], mask=1)
             traj.assistant_turns += 1
-            traj.versions.append(out.weight_version)
+            traj.versions += [out.min_weight_version, out.weight_version]
             if out.finish_reason != "stop":
                 return out.finish_reason
             parsed = self.parse(self.tokenizer.decode(out.token_ids, skip_special_tokens=False))

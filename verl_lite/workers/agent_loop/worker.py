@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from verl_lite.kv import KVBatchMeta, get_kv_client, trajectory_key, trajectory_tag
+from verl_lite.kv import KVBatchMeta, KVKeyError, get_kv_client, trajectory_key, trajectory_tag
 from verl_lite.protocol import to_jagged
 from verl_lite.reward.trajectory_scoring import ScoredResponse, reward_item, score_items
 from verl_lite.utils.config import from_config
@@ -38,6 +38,8 @@ REWARD_SECONDS = "timing_s/reward"
 # servers Ray restarted (the manager adds those).
 REQUESTS_RETRIED = "rollout/requests_retried"
 SERVER_RESTARTS = "rollout/server_restarts"
+# The stats entry of when (``time.time()``) a worker's call ended, for the rollout's idle time.
+FINISHED_AT = "rollout/finished_at/max"
 
 
 @dataclass
@@ -173,6 +175,7 @@ class AgentLoopWorker:
             f"{REWARD_SECONDS}/max": batch.scoring_s,
             f"{REWARD_SECONDS}/min": batch.scoring_s,
             f"{REQUESTS_RETRIED}/sum": float(self.servers.retried - retried_before),
+            FINISHED_AT: time.time(),
         }
         return out
 
@@ -310,7 +313,17 @@ class AgentLoopWorker:
             if i in batch.failed:
                 tag["error"] = batch.failed[i]
             tags.append(tag)
-        self.kv.kv_update_tags([batch.meta.keys[i] for i in done], batch.meta.partition_id, tags)
+        keys, partition = [batch.meta.keys[i] for i in done], batch.meta.partition_id
+        try:
+            self.kv.kv_update_tags(keys, partition, tags)
+        except KVKeyError:
+            # The replay buffer evicted some of these groups while they generated (too stale, in
+            # fully_async with off_policy_strategy=drop); it clears their trajectories as late arrivals.
+            for key, tag in zip(keys, tags):
+                try:
+                    self.kv.kv_update_tags([key], partition, [tag])
+                except KVKeyError:
+                    pass
 
     def _stored_fields(self, batch: _Batch) -> list[str]:
         fields = ["prompts", "responses", "response_mask", "rollout_log_probs"]
@@ -334,4 +347,4 @@ class AgentLoopWorker:
         return rows
 
 
-__all__ = ["REQUESTS_RETRIED", "REWARD_SECONDS", "SERVER_RESTARTS", "AgentLoopWorker"]
+__all__ = ["FINISHED_AT", "REQUESTS_RETRIED", "REWARD_SECONDS", "SERVER_RESTARTS", "AgentLoopWorker"]

@@ -42,7 +42,14 @@ class TokenOutput:
     finish_reason: str
     """"stop" (EOS), "length" (hit ``max_tokens``) or "abort" (cut short by ``abort_all``)."""
     weight_version: int
-    """Version of the weights that produced these tokens (-1 before any sync)."""
+    """Version of the weights that produced these tokens (-1 before any sync); the newest, when a request
+    cut short by a weight sync was continued (see ``StickyClient``)."""
+    min_weight_version: int | None = None
+    """The oldest version that produced some of these tokens (None: ``weight_version``, one piece)."""
+
+    def __post_init__(self) -> None:
+        if self.min_weight_version is None:
+            self.min_weight_version = self.weight_version
 
 
 def request_seed(seed: int, request_id: str) -> int:
