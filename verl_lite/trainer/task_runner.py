@@ -126,6 +126,7 @@ class TaskRunner:
 
         from verl_lite.data.rl_dataset import PromptBatches
         from verl_lite.kv import init_kv_store, shutdown_kv_store
+        from verl_lite.trainer.multi_agent import trainer_magrpo  # noqa: F401  the multi-agent mode
         from verl_lite.trainer.ppo import trainer_one_step_off, trainer_sync  # noqa: F401  the built-in modes
         from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
         from verl_lite.trainer.ppo.trainer_base import get_trainer_cls

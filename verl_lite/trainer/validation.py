@@ -129,6 +129,7 @@ def _name_problems(config: PPOConfig) -> list[str]:
     from verl_lite.algorithms import ADV_ESTIMATORS, POLICY_LOSSES
     from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
     from verl_lite.reward import REWARD_MANAGERS
+    from verl_lite.trainer.multi_agent import trainer_magrpo  # noqa: F401  the multi-agent mode
     from verl_lite.trainer.ppo import trainer_one_step_off, trainer_sync  # noqa: F401  register the modes
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
