@@ -99,12 +99,12 @@ def check_task() -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=2, help="passes over the 8 training tasks")
-    parser.add_argument("--num-generations", type=int, default=4, help="joint samples per task")
+    parser.add_argument("--epochs", type=int, default=1, help="passes over the 8 training tasks")
+    parser.add_argument("--num-generations", type=int, default=8, help="joint samples per task")
     parser.add_argument(
         "--max-new-tokens", type=int, default=24, help="answer length limit per agent, tokens"
     )
-    parser.add_argument("--lr", type=float, default=1e-4, help="learning rate of both agents")
+    parser.add_argument("--lr", type=float, default=5e-4, help="learning rate of both agents")
     parser.add_argument("--eval-interval", type=int, default=4, help="training tasks between evaluations")
     parser.add_argument("--shared-policy", action="store_true", help="both agents are one model")
     parser.add_argument("--output-dir", default="outputs/multi_agent_length_ratio", help="run files")
