@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
@@ -20,8 +20,9 @@ from verl_lite.trainer.multi_agent.metrics_log import MetricsLogger
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs")
 
 
-def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_update: int):
-    """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``."""
+def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_update: int, estimator: str):
+    """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``
+    (``estimator`` gae brings the policy a critic of its own)."""
     from hydra import compose, initialize_config_dir
 
     from verl_lite.main_ppo import load_config
@@ -38,7 +39,7 @@ def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_upda
         f"actor_rollout_ref.rollout.val_kwargs.top_p={args.top_p}",
         "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
         f"actor_rollout_ref.engine.seed={args.seed}",
-        "algorithm.adv_estimator=grpo",
+        f"algorithm.adv_estimator={estimator}",
         "trainer.val_before_train=false",
     ]
     if model_path:
@@ -73,6 +74,11 @@ class MAGRPOTrainer:
         eval_logger, eval_aggregator: custom evaluation metrics (both or neither), see the docs.
     """
 
+    # the advantage estimator of every policy: grpo (no critic) or gae (a critic per policy)
+    estimator = "grpo"
+    # True: one critic for all agents (MAAC) instead of one per policy
+    centralised_critic = False
+
     def __init__(
         self,
         agent_model: str | Sequence[str] | None = None,
@@ -87,6 +93,7 @@ class MAGRPOTrainer:
         wandb_config: dict | None = None,
         eval_logger: Callable | None = None,
         eval_aggregator: Callable | None = None,
+        metrics_callback: Callable | None = None,
     ):
         args = args or MAGRPOConfig()
         if num_agents is not None and num_agents != args.num_agents:
@@ -113,7 +120,7 @@ class MAGRPOTrainer:
         self.models = models
         self.formatters = agent_formatters(formatters, args.num_agents)
         self.functions = TaskFunctions(
-            reward_func, reward_processor, external_transition, eval_logger, eval_aggregator
+            reward_func, reward_processor, external_transition, eval_logger, eval_aggregator, metrics_callback
         )
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
@@ -121,6 +128,8 @@ class MAGRPOTrainer:
         self.env_step = 0
         self.history: list[dict[str, float]] = []
         self.eval_history: list[dict[str, float]] = []
+        # metrics_callback's training values, one entry per task
+        self.rollout_history: list[dict[str, float]] = []
         self._runtime: dict[str, Any] | None = None
 
     # ---- public API -----------------------------------------------------------------------------
@@ -138,6 +147,9 @@ class MAGRPOTrainer:
                 metrics.update(epoch=float(epoch), task=float(tasks_done))
                 if logger.log_train(metrics, self.env_step):
                     self.history.append({"env_step": self.env_step, **metrics})
+                logger.log_rollout(loop.callback_metrics, self.env_step)
+                if loop.callback_metrics:
+                    self.rollout_history.append({"env_step": self.env_step, **loop.callback_metrics})
         return self.history
 
     def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
@@ -201,7 +213,11 @@ class MAGRPOTrainer:
         args = self.args
         policies = 1 if args.shared_policy else args.num_agents
         per_update = args.num_turns * (args.num_agents if args.shared_policy else 1)
-        configs = [agent_ppo_config(args, self.models[i], per_update) for i in range(policies)]
+        configs = [
+            agent_ppo_config(args, self.models[i], per_update, self.estimator) for i in range(policies)
+        ]
+        if self.centralised_critic:  # one critic for the team, in the first policy's processes
+            configs = configs[:1] + [replace(c, critic=replace(c.critic, enable=False)) for c in configs[1:]]
         started = not ray.is_initialized()
         if started:
             ray.init(
@@ -242,7 +258,8 @@ class MAGRPOTrainer:
                 )
                 for i in range(args.num_agents)
             ]
-            runtime["loop"] = MultiAgentLoop(args, agents, kv, self.functions)
+            critic = policy_groups[0].critic if self.centralised_critic else None
+            runtime["loop"] = MultiAgentLoop(args, agents, kv, self.functions, critic=critic)
             runtime["logger"] = MetricsLogger(args, self.wandb_config)
         except BaseException:
             self._runtime = runtime | {
@@ -252,6 +269,27 @@ class MAGRPOTrainer:
             self.close()
             raise
         return runtime["loop"], runtime["logger"]
+
+
+class IACTrainer(MAGRPOTrainer):
+    """Independent actor-critic: every agent's policy has its own critic (GAE on the joint reward).
+
+    Same arguments as :class:`MAGRPOTrainer`; ``metrics_callback(rollouts)`` takes the place of the eval
+    logger (each rollout a :class:`~verl_lite.trainer.multi_agent.loop.RolloutSample`).
+    """
+
+    estimator = "gae"
+
+
+class MAACTrainer(MAGRPOTrainer):
+    """Multi-agent actor-critic with one centralised critic: a single value model, in the first agent's
+    processes, values every agent's answers and is trained on all of them (GAE on the joint reward).
+
+    The critic sees one agent's prompt and answer at a time (shared parameters, not a joint input).
+    """
+
+    estimator = "gae"
+    centralised_critic = True
 
 
 class _Null:

@@ -87,6 +87,17 @@ class MAGRPOConfig:
 
 
 @dataclass
+class IACConfig(MAGRPOConfig):
+    """Settings of :class:`~verl_lite.trainer.multi_agent.IACTrainer` (the MAGRPO fields; critics use the
+    critic defaults of ``configs/ppo_trainer.yaml``, changeable through ``overrides``)."""
+
+
+@dataclass
+class MAACConfig(MAGRPOConfig):
+    """Settings of :class:`~verl_lite.trainer.multi_agent.MAACTrainer` (as :class:`IACConfig`)."""
+
+
+@dataclass
 class FunctionRef:
     """A Python function named by file and name (like ``reward.custom_reward_function``)."""
 

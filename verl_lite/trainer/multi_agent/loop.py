@@ -46,25 +46,52 @@ class TaskFunctions:
     external_transition: Callable[..., list[str]] | None = None
     eval_logger: Callable[..., list[dict]] | None = None
     eval_aggregator: Callable[..., dict] | None = None
+    # IAC / MAAC: (rollouts: list[RolloutSample]) -> {name: number}, in training and evaluation
+    metrics_callback: Callable[[list], dict] | None = None
+
+
+@dataclass
+class RolloutSample:
+    """One agent's answer as ``metrics_callback`` sees it."""
+
+    agent_idx: int
+    prompt: str
+    completion: str
+    # the task item, the turn (from 1) and the joint reward of this answer's joint answer
+    metadata: dict[str, Any]
+
+
+def samples(agent_idx: int, prompt: str, answers: list[str], rewards: list[float], item: dict, turn: int):
+    """``RolloutSample`` of each of an agent's answers to one prompt."""
+    return [
+        RolloutSample(agent_idx, prompt, a, {"item": item, "turn": turn, "reward": r})
+        for a, r in zip(answers, rewards)
+    ]
 
 
 class MultiAgentLoop:
     """Generates every agent's answers, scores the joint answers, and updates each policy (MAGRPO)."""
 
-    def __init__(self, args: MAGRPOConfig, agents: list[Agent], kv: Any, functions: TaskFunctions):
+    def __init__(
+        self, args: MAGRPOConfig, agents: list[Agent], kv: Any, functions: TaskFunctions, critic: Any = None
+    ):
+        # MAAC's centralised critic (a critic worker group); None: each policy's own critic, if any
+        self.critic = critic
         self.args = args
         self.agents = agents
         self.kv = kv
         self.fn = functions
         self.version = 0
         self._submitted = 0
+        self.callback_metrics: dict[str, float] = {}
 
     # ---- one training task ----------------------------------------------------------------------
     def train_task(self, item: dict[str, Any], step: int) -> dict[str, float]:
         """All turns of one task, then one update per policy; returns the step's metrics (``turn_k/...``)."""
         start = time.perf_counter()
-        batches: dict[int, list[KVBatchMeta]] = {}
+        parts: dict[int, list[KVBatchMeta]] = {}
         metrics: dict[str, float] = {}
+        rollouts: list[RolloutSample] = []
         external: list[Any] = [None] * len(self.agents)
         for turn in range(self.args.num_turns):
             prompts = [format_prompt(a.formatter, item, external[i]) for i, a in enumerate(self.agents)]
@@ -73,17 +100,76 @@ class MultiAgentLoop:
             rewards = joint_rewards(self.fn.reward_func, completions, [item], self.fn.reward_processor)
             for i, out in enumerate(outs):
                 self.write_rewards(out, rewards)
-                batches.setdefault(id(self.agents[i].groups), []).append(out)
+                parts.setdefault(id(self.agents[i].groups), []).append(out)
+                rollouts += samples(i, prompts[i], completions[i], rewards, item, turn + 1)
             metrics.update(turn_metrics(turn + 1, rewards, completions))
             if turn + 1 < self.args.num_turns:
                 best = max(range(len(rewards)), key=rewards.__getitem__)
                 external = self.transition(item, prompts, [c[best] for c in completions], turn + 1)
         self.version += 1
-        for key, parts in batches.items():
-            groups = next(a.groups for a in self.agents if id(a.groups) == key)
-            config = next(a.config for a in self.agents if id(a.groups) == key)
-            metrics.update(self.update_policy(groups, config, KVBatchMeta.concat(parts), step))
+        policies = [
+            (next(a for a in self.agents if id(a.groups) == key), KVBatchMeta.concat(metas))
+            for key, metas in parts.items()
+        ]
+        metrics.update(self.update_policies(policies, step))
+        # metrics_callback's values are logged at rollout time, outside the logging_steps gate
+        self.callback_metrics = {}
+        if self.fn.metrics_callback is not None:
+            self.callback_metrics = {k: float(v) for k, v in self.fn.metrics_callback(rollouts).items()}
         metrics["timing_s/step"] = time.perf_counter() - start
+        return metrics
+
+    def update_policies(self, policies: list[tuple[Agent, KVBatchMeta]], step: int) -> dict[str, float]:
+        """Log-probs → values → advantages → critic updates → actor updates → weight syncs → keys cleared.
+
+        With several policies their metrics carry a ``policy_<k>/`` prefix. The critic is each policy's own
+        (IAC, or none for MAGRPO), or with ``self.critic`` one centralised critic valuing every agent's
+        answers and trained on all of them at once (MAAC).
+        """
+        metrics: dict[str, float] = {}
+        prefixes = [f"policy_{k}/" if len(policies) > 1 else "" for k in range(len(policies))]
+        for agent, batch in policies:
+            self.old_log_probs(agent, batch, step)
+        joint = KVBatchMeta.concat([b for _, b in policies]) if self.critic is not None else None
+        if joint is not None:
+            joint.fields = self.critic.compute_values(joint).fields
+        for prefix, (agent, batch) in zip(prefixes, policies):
+            critic = agent.groups.critic if self.critic is None else None
+            if critic is not None:
+                batch.fields = critic.compute_values(batch).fields
+            elif joint is not None:
+                batch.fields = joint.fields
+            stats = agent.groups.actor.compute_advantage(batch, agent.config.algorithm, 0.0)
+            metrics.update({prefix + k: v for k, v in combine_shard_stats([stats]).items()})
+            if critic is not None:
+                metrics.update({prefix + k: v for k, v in mean_of_dicts(critic.update_critic(batch)).items()})
+        if joint is not None:
+            metrics.update(mean_of_dicts(self.critic.update_critic(joint)))
+        for prefix, (agent, batch) in zip(prefixes, policies):
+            metrics.update({prefix + k: v for k, v in self.update_actor(agent, batch).items()})
+            prompt_keys = sorted({tag["uid"] for tag in batch.tags})
+            self.kv.kv_clear(batch.keys + prompt_keys, batch.partition_id)
+        return metrics
+
+    def old_log_probs(self, agent: Agent, batch: KVBatchMeta, step: int) -> None:
+        """The fields the update reads, and old / reference log-probs where the config needs them."""
+        batch.fields = list(TRAJECTORY_FIELDS)
+        batch.extra_info.update(global_steps=step, samples_per_prompt=self.args.num_generations)
+        actor, config = agent.groups.actor, agent.config
+        if config.recompute_old_log_prob:
+            batch.fields = actor.compute_log_prob(batch).fields
+        if config.use_reference:
+            batch.fields = actor.compute_ref_log_prob(batch).fields
+
+    def update_actor(self, agent: Agent, batch: KVBatchMeta) -> dict[str, float]:
+        """The policy update, then its weights to its rollout servers; returns the update's metrics."""
+        update = mean_of_dicts(agent.groups.actor.update_actor(batch))
+        metrics = {k: v for k, v in update.items() if k in ("actor/pg_loss", "actor/grad_norm")}
+        if "actor/kl_loss" in update:
+            metrics["reference_kl_mean"] = update["actor/kl_loss"]
+            metrics["reference_kl_penalty_mean"] = update["actor/kl_loss"] * self.args.kl_coef
+        handle = agent.groups.actor.send_weights(self.version)
+        agent.groups.agent_loop.receive_weights(handle, self.version)
         return metrics
 
     def transition(self, item: dict, prompts: list[str], answers: list[str], turn: int) -> list[Any]:
@@ -99,27 +185,6 @@ class MultiAgentLoop:
                 "per agent, in agent order."
             )
         return out
-
-    def update_policy(self, groups: Any, config: Any, batch: KVBatchMeta, step: int) -> dict[str, float]:
-        """Old/reference log-probs, GRPO advantages, the actor update, the weight sync, then the keys cleared."""
-        batch.fields = list(TRAJECTORY_FIELDS)
-        batch.extra_info.update(global_steps=step, samples_per_prompt=self.args.num_generations)
-        actor, metrics = groups.actor, {}
-        if config.recompute_old_log_prob:
-            batch.fields = actor.compute_log_prob(batch).fields
-        if config.use_reference:
-            batch.fields = actor.compute_ref_log_prob(batch).fields
-        metrics.update(combine_shard_stats([actor.compute_advantage(batch, config.algorithm, 0.0)]))
-        update = mean_of_dicts(actor.update_actor(batch))
-        if "actor/kl_loss" in update:
-            metrics["reference_kl_mean"] = update["actor/kl_loss"]
-            metrics["reference_kl_penalty_mean"] = update["actor/kl_loss"] * self.args.kl_coef
-        metrics.update({k: v for k, v in update.items() if k in ("actor/pg_loss", "actor/grad_norm")})
-        handle = actor.send_weights(self.version)
-        groups.agent_loop.receive_weights(handle, self.version)
-        prompt_keys = sorted({tag["uid"] for tag in batch.tags})
-        self.kv.kv_clear(batch.keys + prompt_keys, batch.partition_id)
-        return metrics
 
     # ---- generation -----------------------------------------------------------------------------
     def generate(
@@ -196,6 +261,7 @@ class MultiAgentLoop:
         completions = [[[] for _ in items] for _ in range(n_agents)]
         prompts = [[[] for _ in items] for _ in range(n_agents)]
         rewards: list[list[float]] = [[] for _ in range(turns)]
+        per_item: list[list[RolloutSample]] = [[] for _ in items]
         size = self.args.eval_batch_size
         for begin in range(0, len(items), size):
             chunk = items[begin : begin + size]
@@ -211,10 +277,14 @@ class MultiAgentLoop:
                     self.kv.kv_clear(out.keys + sorted({t["uid"] for t in out.tags}), "val")
                 for r, it in enumerate(chunk):
                     joint = [[answers[i][r]] for i in range(n_agents)]
-                    rewards[turn] += joint_rewards(self.fn.reward_func, joint, [it], self.fn.reward_processor)
+                    [reward] = joint_rewards(self.fn.reward_func, joint, [it], self.fn.reward_processor)
+                    rewards[turn].append(reward)
                     for i in range(n_agents):
                         completions[i][begin + r].append(answers[i][r])
                         prompts[i][begin + r].append(texts[i][r])
+                        per_item[begin + r] += samples(
+                            i, texts[i][r], [answers[i][r]], [reward], it, turn + 1
+                        )
                     if turn + 1 < turns:
                         external[r] = self.transition(
                             it, [t[r] for t in texts], [a[r] for a in answers], turn + 1
@@ -228,6 +298,10 @@ class MultiAgentLoop:
             )
             extra = self.fn.eval_aggregator(rows, num_turns=turns)
             metrics.update({f"eval/{k}": float(v) for k, v in extra.items()})
+        if self.fn.metrics_callback is not None:  # averaged over the evaluated task items
+            values = [self.fn.metrics_callback(rows) for rows in per_item]
+            for key in values[0]:
+                metrics[f"eval/{key}"] = sum(float(v[key]) for v in values) / len(values)
         records = {"agent_completions_turns": completions, "batch_items": items, "prompts": prompts}
         return metrics, records
 

@@ -54,6 +54,11 @@ class MetricsLogger:
         self._write("train", metrics, env_step)
         return True
 
+    def log_rollout(self, metrics: dict[str, float], env_step: int) -> None:
+        """Log ``metrics_callback``'s training values (every task, whatever ``logging_steps`` says)."""
+        if metrics:
+            self._write("rollout", metrics, env_step)
+
     def log_eval(self, metrics: dict[str, float], env_step: int, records: dict[str, Any]) -> str:
         """Log an evaluation and save its metrics dict as ``eval/env_step_<n>.json``; returns that path."""
         self._write("eval", metrics, env_step)
