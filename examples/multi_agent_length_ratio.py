@@ -17,7 +17,9 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from verl_lite.trainer.multi_agent import MAGRPOConfig, MAGRPOTrainer
+from verl_lite.trainer.multi_agent import IACTrainer, MAACTrainer, MAGRPOConfig, MAGRPOTrainer
+
+TRAINERS = {"magrpo": MAGRPOTrainer, "iac": IACTrainer, "maac": MAACTrainer}
 
 tasks = Dataset.from_dict(
     {
@@ -89,6 +91,13 @@ def eval_aggregator(rows, *, num_turns):
     )
 
 
+def metrics_callback(rollouts):
+    """IAC / MAAC's custom metric (they take this instead of eval_logger / eval_aggregator)."""
+    if not rollouts:
+        return {}
+    return {"response_chars": sum(len(sample.completion) for sample in rollouts) / len(rollouts)}
+
+
 def check_task() -> None:
     """The seed's three checks of the task set, formatter and reward, without loading a model."""
     item = train_dataset[0]
@@ -106,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--lr", type=float, default=5e-4, help="learning rate of both agents")
     parser.add_argument("--eval-interval", type=int, default=4, help="training tasks between evaluations")
+    parser.add_argument("--trainer", choices=sorted(TRAINERS), default="magrpo", help="multi-agent trainer")
     parser.add_argument("--shared-policy", action="store_true", help="both agents are one model")
     parser.add_argument("--output-dir", default="outputs/multi_agent_length_ratio", help="run files")
     parser.add_argument("--wandb-project", default=None, help="log to W&B under this project (else off)")
@@ -136,7 +146,12 @@ def main(argv: list[str] | None = None) -> dict:
                 "output": {"verbose": True},
             },
         }
-    with MAGRPOTrainer(
+    custom = (
+        {"eval_logger": eval_logger, "eval_aggregator": eval_aggregator}
+        if opts.trainer == "magrpo"
+        else {"metrics_callback": metrics_callback}
+    )
+    with TRAINERS[opts.trainer](
         agent_model=None,  # the embedded tiny model
         num_agents=2,
         formatters=formatters,
@@ -145,14 +160,17 @@ def main(argv: list[str] | None = None) -> dict:
         eval_dataset=eval_dataset,
         args=config,
         wandb_config=wandb_config,
-        eval_logger=eval_logger,
-        eval_aggregator=eval_aggregator,
+        **custom,
     ) as trainer:
         history = trainer.train()
         metrics = trainer.evaluate(num_eval_samples=len(eval_dataset))
     Path(opts.output_dir, "eval-metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     rewards = [h["turn_1/reward_mean"] for h in history]
-    print(f"joint reward: first task {rewards[0]:.3f}, last task {rewards[-1]:.3f}")
+    evals = [e["eval/turn_1/reward_mean"] for e in trainer.eval_history]
+    print(
+        f"{opts.trainer} joint reward: training, mean of the first 3 tasks {sum(rewards[:3]) / 3:.3f}, of the "
+        f"last 3 {sum(rewards[-3:]) / 3:.3f}; evaluation, first {evals[0]:.3f}, last {evals[-1]:.3f}"
+    )
     print(json.dumps(metrics, indent=2))
     return {"history": history, "eval": metrics, "eval_history": trainer.eval_history}
 

@@ -1,4 +1,4 @@
-"""``MultiAgentLoop``: the controller's MAGRPO step over N agents' worker groups, and its evaluation.
+"""``MultiAgentLoop``: the controller's multi-agent step over N agents' worker groups, and its evaluation.
 
 Each agent is a ``WorkerGroups`` (its policy, rollout servers and agent-loop workers); agents that share
 one policy share one ``WorkerGroups``. Prompts and trajectories live in the KV store; the controller
@@ -70,7 +70,7 @@ def samples(agent_idx: int, prompt: str, answers: list[str], rewards: list[float
 
 
 class MultiAgentLoop:
-    """Generates every agent's answers, scores the joint answers, and updates each policy (MAGRPO)."""
+    """Generates every agent's answers, scores the joint answers, and updates each policy (MAGRPO, IAC, MAAC)."""
 
     def __init__(
         self, args: MAGRPOConfig, agents: list[Agent], kv: Any, functions: TaskFunctions, critic: Any = None
