@@ -53,7 +53,7 @@ BAD_CONFIGS = [
         ["actor_rollout_ref.engine.name=megatron"],
         "actor_rollout_ref.engine.name='megatron' is not registered",
     ),
-    (["trainer.mode=async"], "trainer.mode='async' is not registered; known: one_step_off, sync."),
+    (["trainer.mode=async"], "trainer.mode='async' is not registered; known: magrpo, one_step_off, sync."),
     (["reward.reward_manager=prime"], "reward.reward_manager='prime' is not registered"),
     (
         ["data.train_files=/nonexistent/train.parquet"],
