@@ -46,6 +46,7 @@ def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
     from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
     from verl_lite.reward import REWARD_MANAGERS
     from verl_lite.reward.scorers.registry import SCORERS
+    from verl_lite.trainer.multi_agent import trainer_magrpo  # noqa: F401  the multi-agent mode
     from verl_lite.trainer.ppo import trainer_one_step_off, trainer_sync  # noqa: F401  register the modes
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
