@@ -25,7 +25,10 @@ def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_upda
     (``estimator`` gae brings the policy a critic of its own)."""
     from hydra import compose, initialize_config_dir
 
-    from verl_lite.main_ppo import load_config
+    from verl_lite.trainer.config import PPOConfig
+    from verl_lite.trainer.validation import resolve_embedded_defaults, validate_config
+    from verl_lite.trainer.verl_compat import drop_verl_keys
+    from verl_lite.utils.config import from_config
 
     overrides = [
         f"data.train_batch_size={groups_per_update}",
@@ -51,7 +54,11 @@ def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_upda
         ]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose("ppo_trainer", overrides=[*overrides, *args.overrides])
-    return load_config(cfg)
+    # main_ppo.load_config's steps (an entry point this floor does not import): verl's unused keys dropped
+    cfg, _ = drop_verl_keys(cfg)
+    config = resolve_embedded_defaults(from_config(PPOConfig, cfg))
+    validate_config(config)
+    return config
 
 
 class MAGRPOTrainer:
