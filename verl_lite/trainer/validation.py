@@ -168,6 +168,10 @@ def _name_problems(config: PPOConfig) -> list[str]:
                 f"trainer.mode={mode!r} overlaps generation and training, so it needs "
                 f"actor_rollout_ref.rollout.mode=standalone (got {rollout_mode!r})."
             )
+    # a mode's own keys (e.g. magrpo's multi_agent functions), checked by the mode's config_problems
+    mode_problems = getattr(TRAINERS.get(mode), "config_problems", None) if mode in TRAINERS else None
+    if mode_problems is not None:
+        out += mode_problems(config)
     bad_loggers = [name for name in config.trainer.logger if name not in LOGGERS]
     if bad_loggers:
         out.append(f"trainer.logger has unknown entries {bad_loggers}; valid: {', '.join(LOGGERS)}.")

@@ -73,13 +73,26 @@ def magrpo_args(config: Any) -> MAGRPOConfig:
 class MAGRPOModeTrainer(PPOTrainer):
     """``fit`` runs MAGRPO over the task rows instead of the PPO step (the hooks keep their meaning)."""
 
+    @staticmethod
+    def config_problems(config: Any) -> list[str]:
+        """What ``validate_config`` reports before Ray starts: the function files this mode needs."""
+        ma = config.multi_agent
+        out = []
+        if not ma.reward_function.path:
+            out.append(
+                "trainer.mode='magrpo' needs multi_agent.reward_function.path (got null): the python file "
+                "defining the joint reward function named by multi_agent.reward_function.name."
+            )
+        refs = [(f"multi_agent.formatters[{i}].path", f) for i, f in enumerate(ma.formatters)]
+        refs += [("multi_agent.reward_function.path", ma.reward_function)]
+        refs += [("multi_agent.external_transition.path", ma.external_transition)]
+        for key, ref in refs:
+            if ref.path and not Path(ref.path).expanduser().is_file():
+                out.append(f"{key}={ref.path!r} is not a file; give the python file defining {ref.name}.")
+        return out
+
     def fit(self) -> list[dict[str, float]]:
         cfg, ma = self.config, self.config.multi_agent
-        if not ma.reward_function.path:
-            raise ValueError(
-                "trainer.mode=magrpo needs multi_agent.reward_function.path (a python file defining the joint "
-                "reward function) and multi_agent.reward_function.name."
-            )
         self.args = args = magrpo_args(cfg)
         formatters = [load_function(f, f"multi_agent.formatters[{i}]") for i, f in enumerate(ma.formatters)]
         transition = ma.external_transition
