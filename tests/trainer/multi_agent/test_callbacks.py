@@ -77,3 +77,15 @@ def test_magrpo_mode_without_a_reward_file_is_refused_before_ray_starts(tmp_path
                 ],
             )
         )
+
+
+def test_trainer_arguments_are_checked_at_construction_and_evaluate_without_eval_set_is_empty():
+    from verl_lite.trainer.multi_agent import MAGRPOTrainer
+
+    tasks = [{"prompt": "p"}]
+    trainer = MAGRPOTrainer(reward_func=lambda a, b: [0.0] * len(a), train_dataset=tasks)
+    assert trainer.evaluate(num_eval_samples=3) == {}  # no eval_dataset: nothing starts, nothing is returned
+    with pytest.raises(ValueError, match="eval_logger and eval_aggregator go together"):
+        MAGRPOTrainer(reward_func=lambda a, b: [], train_dataset=tasks, eval_logger=lambda **kw: [])
+    with pytest.raises(ValueError, match="agent_model lists 3 models for num_agents=2"):
+        MAGRPOTrainer(agent_model=["a", "b", "c"], reward_func=lambda a, b: [], train_dataset=tasks)
