@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--lr", type=float, default=5e-4, help="learning rate of both agents")
     parser.add_argument("--eval-interval", type=int, default=4, help="training tasks between evaluations")
     parser.add_argument("--trainer", choices=sorted(TRAINERS), default="magrpo", help="multi-agent trainer")
+    parser.add_argument(
+        "--critic-lr", type=float, default=1e-3, help="iac / maac: learning rate of the critics"
+    )
+    parser.add_argument("--lam", type=float, default=0.95, help="iac / maac: GAE lambda")
     parser.add_argument("--shared-policy", action="store_true", help="both agents are one model")
     parser.add_argument("--output-dir", default="outputs/multi_agent_length_ratio", help="run files")
     parser.add_argument("--wandb-project", default=None, help="log to W&B under this project (else off)")
@@ -134,6 +138,10 @@ def main(argv: list[str] | None = None) -> dict:
         logging_steps=opts.num_generations,
         shared_policy=opts.shared_policy,
         output_dir=opts.output_dir,
+        # the critics of iac / maac (magrpo has none): verl_lite config keys, applied to every agent
+        overrides=[]
+        if opts.trainer == "magrpo"
+        else [f"critic.critic.optim.lr={opts.critic_lr}", f"algorithm.lam={opts.lam}"],
     )
     wandb_config = None
     if opts.wandb_project:
