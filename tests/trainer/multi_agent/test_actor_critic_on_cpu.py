@@ -26,7 +26,9 @@ def metrics_callback(rollouts):
 
 
 def settings(cls, tmp_path):
+    # IAC also turns the reference KL on (its metrics are checked below)
     return cls(
+        kl_coef=0.01 if cls is IACConfig else 0.0,
         num_agents=2,
         num_generations=4,
         max_new_tokens=8,
@@ -84,6 +86,9 @@ def test_iac_trains_one_critic_per_agent(runs):
             assert f"policy_{k}/critic/vf_loss" in h
             assert f"policy_{k}/critic/returns/mean" in h
         assert 0.0 < h["turn_1/reward_mean"] <= 1.0
+        kl = h["policy_0/reference_kl_mean"]
+        assert kl >= 0.0 and h["policy_0/reference_kl_penalty_mean"] == pytest.approx(0.01 * kl)
+    assert "reference_kl_mean" not in str(runs["maac"]["history"])  # off without kl_coef
 
 
 def test_maac_trains_one_centralised_critic_on_every_agents_answers(runs):
@@ -107,4 +112,6 @@ def test_metrics_callback_runs_in_training_and_evaluation(runs, name):
     [saved] = list((run["path"] / "eval").glob("env_step_8.json"))
     assert len(json.loads(saved.read_text())["batch_items"]) == 1
     kinds = [json.loads(line)["kind"] for line in (run["path"] / "metrics.jsonl").read_text().splitlines()]
-    assert kinds.count("rollout") == 2 and kinds.count("train") == 2 and kinds[-1] == "eval"
+    # eval_interval=0: no evaluation during training, only the manual evaluate() at the end
+    assert kinds.count("rollout") == 2 and kinds.count("train") == 2 and kinds.count("eval") == 1
+    assert kinds[-1] == "eval"
