@@ -41,12 +41,12 @@ REFUSED = {
 
 def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
     """Each config-selected registry and the keys that select a name from it."""
+    import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
     from verl_lite.algorithms import ADV_ESTIMATORS, KL_CONTROLLERS, KL_PENALTIES, POLICY_LOSSES, RATIO_LEVELS
     from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
     from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
     from verl_lite.reward import REWARD_MANAGERS
     from verl_lite.reward.scorers.registry import SCORERS
-    from verl_lite.trainer.ppo import trainer_fully_async, trainer_one_step_off, trainer_sync  # noqa: F401  register the modes
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
     from verl_lite.workers.agent_loop import AGENT_LOOPS

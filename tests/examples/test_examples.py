@@ -27,7 +27,10 @@ EXTENSIONS = [
     "custom_rollout.py",
     "custom_trainer_mode.py",
 ]
-TESTED_ELSEWHERE = {"data_preprocess/gsm8k.py": "tests/data/test_gsm8k_preprocess.py"}
+TESTED_ELSEWHERE = {
+    "data_preprocess/gsm8k.py": "tests/data/test_gsm8k_preprocess.py",
+    "multi_agent_length_ratio.py": "tests/trainer/multi_agent/test_magrpo_on_cpu.py",
+}
 
 
 def test_every_example_file_is_exercised_by_a_test():

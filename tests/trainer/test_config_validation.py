@@ -55,7 +55,7 @@ BAD_CONFIGS = [
     ),
     (
         ["trainer.mode=async"],
-        "trainer.mode='async' is not registered; known: fully_async, one_step_off, sync.",
+        "trainer.mode='async' is not registered; known: fully_async, magrpo, one_step_off, sync.",
     ),
     (["reward.reward_manager=prime"], "reward.reward_manager='prime' is not registered"),
     (

@@ -15,6 +15,7 @@ from typing import Any
 
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.reward.config import RewardConfig
+from verl_lite.trainer.multi_agent.config import MultiAgentSection
 from verl_lite.workers.config import ActorRolloutRefConfig, CriticWorkerConfig, ModelConfig
 
 
@@ -196,6 +197,7 @@ class PPOConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     ray_kwargs: RayConfig = field(default_factory=RayConfig)
     kv: KVStoreConfig = field(default_factory=KVStoreConfig)
+    multi_agent: MultiAgentSection = field(default_factory=MultiAgentSection)
 
     @property
     def model(self) -> ModelConfig:

@@ -132,9 +132,9 @@ class TaskRunner:
     def run(self, config_dict: dict) -> list[dict[str, Any]]:
         from transformers import AutoTokenizer
 
+        import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
         from verl_lite.data.rl_dataset import PromptBatches
         from verl_lite.kv import init_kv_store, shutdown_kv_store
-        from verl_lite.trainer.ppo import trainer_fully_async, trainer_one_step_off, trainer_sync  # noqa: F401  the built-in modes
         from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
         from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
         from verl_lite.trainer.tracking import Tracker

@@ -126,14 +126,10 @@ def _batch_problems(config: PPOConfig) -> list[str]:
 
 
 def _name_problems(config: PPOConfig) -> list[str]:
+    import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
     from verl_lite.algorithms import ADV_ESTIMATORS, POLICY_LOSSES
     from verl_lite.algorithms.aggregation import LOSS_AGG_MODES
     from verl_lite.reward import REWARD_MANAGERS
-    from verl_lite.trainer.ppo import (  # noqa: F401  register the modes
-        trainer_fully_async,
-        trainer_one_step_off,
-        trainer_sync,
-    )
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
     from verl_lite.trainer.tracking import LOGGERS
     from verl_lite.workers.agent_loop import AGENT_LOOPS
@@ -171,6 +167,10 @@ def _name_problems(config: PPOConfig) -> list[str]:
                 f"trainer.mode={mode!r} overlaps generation and training, so it needs "
                 f"actor_rollout_ref.rollout.mode=standalone (got {rollout_mode!r})."
             )
+    # a mode's own keys (e.g. magrpo's multi_agent functions), checked by the mode's config_problems
+    mode_problems = getattr(TRAINERS.get(mode), "config_problems", None) if mode in TRAINERS else None
+    if mode_problems is not None:
+        out += mode_problems(config)
     bad_loggers = [name for name in config.trainer.logger if name not in LOGGERS]
     if bad_loggers:
         out.append(f"trainer.logger has unknown entries {bad_loggers}; valid: {', '.join(LOGGERS)}.")

@@ -1,0 +1,117 @@
+"""IAC (a critic per agent) and MAAC (one centralised critic) end to end on CPU, in one Ray instance."""
+
+import json
+
+import pytest
+import ray
+
+from verl_lite.trainer.multi_agent import IACConfig, IACTrainer, MAACConfig, MAACTrainer
+
+TASKS = [{"prompt": f"Task {i}: say something.", "target": 2.0} for i in range(2)]
+
+
+def reward_func(first, second, *, batch_items):
+    # the second agent should write about `target` times as much as the first
+    target = batch_items[0]["target"]
+    return [1.0 / (1.0 + abs(len(b) / max(len(a), 1) - target)) for a, b in zip(first, second)]
+
+
+def metrics_callback(rollouts):
+    if not rollouts:
+        return {}
+    return {
+        "response_chars": sum(len(s.completion) for s in rollouts) / len(rollouts),
+        "agents_seen": float(len({s.agent_idx for s in rollouts})),
+    }
+
+
+def settings(cls, tmp_path):
+    # IAC also turns the reference KL on (its metrics are checked below)
+    return cls(
+        kl_coef=0.01 if cls is IACConfig else 0.0,
+        num_agents=2,
+        num_generations=4,
+        max_new_tokens=8,
+        learning_rate=1e-4,
+        eval_interval=0,
+        eval_num_samples=1,
+        logging_steps=1,
+        output_dir=str(tmp_path),
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One IAC and one MAAC run (2 tasks x 4 joint samples, two models) and a manual evaluate() each."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=10, object_store_memory=400 * 1024**2, include_dashboard=False)
+    out = {}
+    try:
+        for name, trainer_cls, config_cls in (
+            ("iac", IACTrainer, IACConfig),
+            ("maac", MAACTrainer, MAACConfig),
+        ):
+            path = tmp_path_factory.mktemp(name)
+            with trainer_cls(
+                agent_model=None,
+                num_agents=2,
+                reward_func=reward_func,
+                train_dataset=TASKS,
+                eval_dataset=TASKS,
+                args=settings(config_cls, path),
+                metrics_callback=metrics_callback,
+            ) as trainer:
+                history = trainer.train()
+                evaluation = trainer.evaluate()
+                critics = {id(a.groups.critic) for a in trainer._runtime["loop"].agents}
+            out[name] = {
+                "history": history,
+                "eval": evaluation,
+                "trainer": trainer,
+                "path": path,
+                "critics": critics,
+            }
+        yield out
+    finally:
+        ray.shutdown()
+
+
+def test_iac_trains_one_critic_per_agent(runs):
+    run = runs["iac"]
+    assert len(run["critics"]) == 2
+    assert [h["env_step"] for h in run["history"]] == [4, 8]
+    for h in run["history"]:
+        for k in (0, 1):  # each policy's own value loss and GAE returns
+            assert f"policy_{k}/critic/vf_loss" in h
+            assert f"policy_{k}/critic/returns/mean" in h
+        assert 0.0 < h["turn_1/reward_mean"] <= 1.0
+        kl = h["policy_0/reference_kl_mean"]
+        assert kl >= 0.0 and h["policy_0/reference_kl_penalty_mean"] == pytest.approx(0.01 * kl)
+    assert "reference_kl_mean" not in str(runs["maac"]["history"])  # off without kl_coef
+
+
+def test_maac_trains_one_centralised_critic_on_every_agents_answers(runs):
+    run = runs["maac"]
+    assert len(run["critics"] - {id(None)}) == 1
+    for h in run["history"]:
+        assert "critic/vf_loss" in h  # one critic update over both agents' answers
+        assert not any(k.endswith("critic/vf_loss") and k.startswith("policy_") for k in h)
+        assert "policy_1/critic/returns/mean" in h
+
+
+@pytest.mark.parametrize("name", ["iac", "maac"])
+def test_metrics_callback_runs_in_training_and_evaluation(runs, name):
+    run = runs[name]
+    trainer = run["trainer"]
+    # training: logged every task at rollout time, over both agents' 4 answers each
+    assert [r["env_step"] for r in trainer.rollout_history] == [4, 8]
+    assert all(r["agents_seen"] == 2.0 for r in trainer.rollout_history)
+    # evaluation: eval_num_samples=1 task, averaged over items and prefixed
+    assert set(run["eval"]) == {"eval/turn_1/reward_mean", "eval/response_chars", "eval/agents_seen"}
+    [saved] = list((run["path"] / "eval").glob("env_step_8.json"))
+    assert len(json.loads(saved.read_text())["batch_items"]) == 1
+    kinds = [json.loads(line)["kind"] for line in (run["path"] / "metrics.jsonl").read_text().splitlines()]
+    # eval_interval=0: no evaluation during training, only the manual evaluate() at the end
+    assert kinds.count("rollout") == 2 and kinds.count("train") == 2 and kinds.count("eval") == 1
+    assert kinds[-1] == "eval"

@@ -1,0 +1,130 @@
+"""MAGRPO end to end on CPU: the length-ratio example (two models, Python API, W&B offline) and a two-turn
+task through ``main_ppo trainer.mode=magrpo`` (one shared policy, an external transition)."""
+
+import glob
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+import ray
+
+from tests.trainer.helpers import train
+from tests.trainer.test_logging_on_cpu import read_wandb_history
+
+ROOT = Path(__file__).resolve().parents[3]
+TASK = Path(__file__).with_name("two_turn_task.py")
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location(
+        "multi_agent_length_ratio", ROOT / "examples" / "multi_agent_length_ratio.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def length_ratio(tmp_path_factory):
+    """One run of the example: 8 tasks x 8 joint samples, eval before task 0 and after task 4, then manual."""
+    out = tmp_path_factory.mktemp("length_ratio")
+    example = _load_example()
+    os.environ["WANDB_MODE"] = "offline"
+    try:
+        result = example.main(["--output-dir", str(out), "--wandb-project", "verl-lite-test"])
+    finally:
+        os.environ.pop("WANDB_MODE")
+    assert not ray.is_initialized(), "the trainer shuts down the Ray instance it started"
+    return example, out, result
+
+
+def test_the_seed_checks_hold_and_evaluate_returns_the_aggregated_metric(length_ratio):
+    example, out, result = length_ratio
+    example.check_task()  # the three asserts of the seed
+    assert set(result["eval"]) == {"eval/turn_1/reward_mean", "eval/turn_1/response_chars"}
+    assert result["eval"]["eval/turn_1/response_chars"] > 0
+    saved = json.loads((out / "eval-metrics.json").read_text())
+    assert saved == result["eval"]
+
+
+def test_the_joint_reward_rises_over_the_run(length_ratio):
+    _, _, result = length_ratio
+    rewards = [h["turn_1/reward_mean"] for h in result["history"]]
+    assert len(rewards) == 8  # logging_steps = num_generations: every task is logged
+    # both agents start at ~24 characters (ratio 1, reward exp(-1) = 0.37); learning moves the ratio up
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.05, rewards
+
+
+def test_evaluations_follow_the_schedule_and_are_saved_as_json(length_ratio):
+    _, out, result = length_ratio
+    # eval_interval=4 over 8 tasks of 8 joint samples: before task 0 and task 4, then evaluate() at the end
+    steps = [e["env_step"] for e in result["eval_history"]]
+    assert steps == [0, 32, 64]
+    record = json.loads((out / "eval" / "env_step_32.json").read_text())
+    completions = record["agent_completions_turns"]  # [agent][task item][turn]
+    assert len(completions) == 2 and len(completions[0]) == 2 and len(completions[0][0]) == 1
+    assert record["prompts"][0][0][0].startswith("Write a short response")
+    assert record["prompts"][1][0][0].startswith("Write a detailed response")
+    assert {"prompt", "target_min", "target_max"} <= set(record["batch_items"][0])
+
+
+def test_wandb_offline_run_holds_train_and_eval_metrics_against_env_step(length_ratio):
+    _, out, result = length_ratio
+    [run_file] = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    history = read_wandb_history(run_file)
+    train_steps = [r["env_step"] for r in history if "turn_1/reward_mean" in r]
+    assert train_steps == [8 * (i + 1) for i in range(8)]
+    logged = {r["env_step"]: r["turn_1/reward_mean"] for r in history if "turn_1/reward_mean" in r}
+    assert logged[64] == pytest.approx(result["history"][-1]["turn_1/reward_mean"])
+    assert [r["env_step"] for r in history if "eval/turn_1/response_chars" in r] == [0, 32, 64]
+
+
+@pytest.fixture(scope="module")
+def two_turns(tmp_path_factory):
+    """main_ppo, trainer.mode=magrpo: 3 tasks of 2 turns x 4 joint samples, both agents one policy."""
+    out = tmp_path_factory.mktemp("two_turns")
+    history = train(
+        out,
+        "trainer.mode=magrpo",
+        "trainer.total_training_steps=3",
+        "data.max_response_length=12",
+        "multi_agent.num_agents=2",
+        "multi_agent.num_turns=2",
+        "multi_agent.shared_policy=true",
+        f"multi_agent.formatters=[{{path:{TASK},name:formatter}}]",
+        f"multi_agent.reward_function.path={TASK}",
+        "multi_agent.reward_function.name=reward_func",
+        "multi_agent.reward_scale=10.0",
+        f"multi_agent.external_transition.path={TASK}",
+        "multi_agent.external_transition.name=external_transition",
+        "multi_agent.eval_interval=2",
+        "multi_agent.eval_num_samples=2",
+        "multi_agent.eval_batch_size=2",
+        "multi_agent.logging_steps=16",
+    )
+    return out, history
+
+
+def test_two_turn_tasks_log_per_turn_and_gate_logs_by_env_step(two_turns):
+    _, history = two_turns
+    trained = [h for h in history if "turn_1/reward_mean" in h]
+    # 2 turns x 4 samples = 8 env steps per task; logging_steps=16 keeps tasks 1 and 3 (env_step 8, 24)
+    assert [h["step"] for h in trained] == [8, 24]
+    for h in trained:
+        assert "turn_2/reward_mean" in h
+        # reward_scale=10 on rewards in [0, 1]
+        assert 0.0 <= h["turn_1/reward_min"] <= h["turn_1/reward_max"] <= 10.0
+    assert any(h["turn_1/reward_max"] > 1.0 for h in trained)
+
+
+def test_two_turn_evaluation_sees_the_external_transition(two_turns):
+    out, history = two_turns
+    evals = [h["step"] for h in history if "eval/turn_2/reward_mean" in h]
+    assert evals == [0, 16]  # before task 0, and after 2 tasks (eval_interval=2)
+    record = json.loads((out / "grpo_tiny" / "eval" / "env_step_16.json").read_text())
+    assert len(record["batch_items"]) == 2  # eval_num_samples
+    turn2 = record["prompts"][0][0][1]  # agent 0, task 0, turn 2
+    assert "Turn 2. The other agent said:" in turn2
+    assert repr(record["agent_completions_turns"][1][0][0][:6]) in turn2

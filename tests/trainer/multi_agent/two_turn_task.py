@@ -1,0 +1,18 @@
+"""A two-turn task for the ``magrpo`` mode's test: agent prompts, a joint reward, an external transition."""
+
+
+def formatter(item, external_prompts=None):
+    text = item["prompt"][-1]["content"] if isinstance(item["prompt"], list) else item["prompt"]
+    return f"{text}\n{external_prompts}" if external_prompts else text
+
+
+def reward_func(first, second, *, batch_items):
+    # the row reaches the reward untouched (the embedded task's ground truth sits in reward_model)
+    assert "reward_model" in batch_items[0]
+    return [min(len(b) / max(len(a), 1), 2.0) / 2.0 for a, b in zip(first, second)]
+
+
+def external_transition(*, batch_items, prompts, completions, turn):
+    return [
+        f"Turn {turn + 1}. The other agent said: {completions[1 - i][:6]!r}" for i in range(len(completions))
+    ]

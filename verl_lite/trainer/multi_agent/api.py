@@ -1,0 +1,322 @@
+"""``MAGRPOTrainer``: CoMLRL's Python entry (``train()`` / ``evaluate()``) on the Ray single controller.
+
+The calling process is the controller: it starts (or joins) Ray, one KV store, and one policy worker
+group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` task by task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
+from verl_lite.trainer.multi_agent.config import MAGRPOConfig
+from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
+from verl_lite.trainer.multi_agent.metrics_log import MetricsLogger
+
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs")
+
+
+def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_update: int, estimator: str):
+    """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``
+    (``estimator`` gae brings the policy a critic of its own)."""
+    from hydra import compose, initialize_config_dir
+
+    from verl_lite.trainer.config import PPOConfig
+    from verl_lite.trainer.validation import resolve_embedded_defaults, validate_config
+    from verl_lite.trainer.verl_compat import drop_verl_keys
+    from verl_lite.utils.config import from_config
+
+    overrides = [
+        f"data.train_batch_size={groups_per_update}",
+        f"data.max_response_length={args.max_new_tokens}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={groups_per_update}",
+        f"actor_rollout_ref.actor.optim.lr={args.learning_rate}",
+        f"actor_rollout_ref.rollout.n={args.num_generations}",
+        f"actor_rollout_ref.rollout.temperature={args.temperature}",
+        f"actor_rollout_ref.rollout.top_p={args.top_p}",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={args.temperature}",
+        f"actor_rollout_ref.rollout.val_kwargs.top_p={args.top_p}",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+        f"actor_rollout_ref.engine.seed={args.seed}",
+        f"algorithm.adv_estimator={estimator}",
+        "trainer.val_before_train=false",
+    ]
+    if model_path:
+        overrides.append(f"actor_rollout_ref.model.path={model_path}")
+    if args.kl_coef > 0:
+        overrides += [
+            "actor_rollout_ref.actor.use_kl_loss=true",
+            f"actor_rollout_ref.actor.kl_loss_coef={args.kl_coef}",
+        ]
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose("ppo_trainer", overrides=[*overrides, *args.overrides])
+    # main_ppo.load_config's steps (an entry point this floor does not import): verl's unused keys dropped
+    cfg, _ = drop_verl_keys(cfg)
+    config = resolve_embedded_defaults(from_config(PPOConfig, cfg))
+    validate_config(config)
+    return config
+
+
+class MAGRPOTrainer:
+    """Multi-agent GRPO in CoMLRL's shape, with each agent's policy in its own Ray worker groups.
+
+    Args:
+        agent_model: a model folder shared by every agent (each gets its own copy unless
+            ``args.shared_policy``), None for the embedded tiny model, or a list of folders in agent order.
+        num_agents: number of agents (overrides ``args.num_agents`` when given).
+        formatters: one formatter shared by all agents or a list in agent order; ``item -> prompt text``,
+            optionally taking ``external_prompts`` for turns after the first.
+        reward_func: ``(agent0_completions, agent1_completions, ..., *, batch_items) -> rewards``, one per
+            aligned tuple; ``batch_items`` (the task item, as a one-element list) only when it accepts it.
+        reward_processor: applied to each reward before training (``RewardProcessors.scale(10.0)``).
+        train_dataset, eval_dataset: Hugging Face ``Dataset``/``IterableDataset`` or lists of dict rows.
+        external_transition: for ``num_turns > 1``, ``(batch_items=, prompts=, completions=, turn=)`` ->
+            one external prompt per agent (default: each agent's own previous answer).
+        wandb_config: ``project``, ``entity``, ``name``/``run_name``, ``tags``, ``dir``,
+            ``config_sections`` (``output.verbose`` switches progress printing); None turns W&B off.
+        eval_logger, eval_aggregator: custom evaluation metrics (both or neither), see the docs.
+    """
+
+    # the advantage estimator of every policy: grpo (no critic) or gae (a critic per policy)
+    estimator = "grpo"
+    # True: one critic for all agents (MAAC) instead of one per policy
+    centralised_critic = False
+
+    def __init__(
+        self,
+        agent_model: str | Sequence[str] | None = None,
+        num_agents: int | None = None,
+        formatters: Callable | Sequence[Callable] | None = None,
+        reward_func: Callable | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        args: MAGRPOConfig | None = None,
+        reward_processor: Callable[[float], float] | None = None,
+        external_transition: Callable | None = None,
+        wandb_config: dict | None = None,
+        eval_logger: Callable | None = None,
+        eval_aggregator: Callable | None = None,
+        metrics_callback: Callable | None = None,
+    ):
+        args = args or MAGRPOConfig()
+        if num_agents is not None and num_agents != args.num_agents:
+            args = MAGRPOConfig(**{**asdict(args), "num_agents": num_agents})
+        if reward_func is None:
+            raise ValueError("MAGRPOTrainer needs reward_func (one reward per aligned tuple of completions).")
+        if (eval_logger is None) != (eval_aggregator is None):
+            raise ValueError("eval_logger and eval_aggregator go together; pass both or neither.")
+        if train_dataset is None:
+            raise ValueError("MAGRPOTrainer needs train_dataset (rows that are dicts, e.g. with a 'prompt').")
+        models = (
+            list(agent_model) if isinstance(agent_model, (list, tuple)) else [agent_model] * args.num_agents
+        )
+        if len(models) != args.num_agents:
+            raise ValueError(
+                f"agent_model lists {len(models)} models for num_agents={args.num_agents}; give one shared "
+                f"model or exactly {args.num_agents}."
+            )
+        if args.shared_policy and len(set(models)) > 1:
+            raise ValueError(
+                "args.shared_policy=True needs one agent_model for all agents, not a list of several."
+            )
+        self.args = args
+        self.models = models
+        self.formatters = agent_formatters(formatters, args.num_agents)
+        self.functions = TaskFunctions(
+            reward_func, reward_processor, external_transition, eval_logger, eval_aggregator, metrics_callback
+        )
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+        self.wandb_config = wandb_config
+        self.env_step = 0
+        self.history: list[dict[str, float]] = []
+        self.eval_history: list[dict[str, float]] = []
+        # metrics_callback's training values, one entry per task
+        self.rollout_history: list[dict[str, float]] = []
+        self._runtime: dict[str, Any] | None = None
+
+    # ---- public API -----------------------------------------------------------------------------
+    def train(self) -> list[dict[str, float]]:
+        """Every epoch over the training tasks in order, evaluating on schedule; returns the logged metrics."""
+        loop, logger = self._start()
+        tasks_done = 0
+        for epoch in range(self.args.num_train_epochs):
+            for index, item in enumerate(_rows(self.train_dataset)):
+                if self.eval_dataset is not None and eval_due(tasks_done, index, self.args.eval_interval):
+                    self.evaluate()
+                metrics = loop.train_task(item, tasks_done + 1)
+                self.env_step += self.args.num_generations * self.args.num_turns
+                tasks_done += 1
+                metrics.update(epoch=float(epoch), task=float(tasks_done))
+                if logger.log_train(metrics, self.env_step):
+                    self.history.append({"env_step": self.env_step, **metrics})
+                logger.log_rollout(loop.callback_metrics, self.env_step)
+                if loop.callback_metrics:
+                    self.rollout_history.append({"env_step": self.env_step, **loop.callback_metrics})
+        return self.history
+
+    def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
+        """One answer per agent per turn on the first ``num_eval_samples`` eval tasks (default
+        ``args.eval_num_samples``, else all); the ``eval/`` metrics, also saved as local JSON. ``{}`` without
+        an eval set."""
+        if self.eval_dataset is None:
+            return {}
+        limit = num_eval_samples if num_eval_samples is not None else self.args.eval_num_samples
+        if limit is not None and limit < 1:
+            raise ValueError(
+                f"num_eval_samples is {limit}; use a positive task count or None (all eval tasks)."
+            )
+        items = _rows(self.eval_dataset, limit)
+        if not items:
+            return {}
+        loop, logger = self._start()
+        metrics, records = loop.evaluate(items, self.env_step)
+        logger.log_eval(metrics, self.env_step, records)
+        self.eval_history.append({"env_step": self.env_step, **metrics})
+        return metrics
+
+    def close(self) -> None:
+        """End the workers, the KV store and the Ray instance this trainer started."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is None:
+            return
+        import ray
+
+        from verl_lite.kv import shutdown_kv_store
+
+        runtime["logger"].finish()
+        for groups in {id(a.groups): a.groups for a in runtime["loop"].agents}.values():
+            groups.agent_loop.shutdown()
+            for group in {id(g): g for g in (groups.actor, groups.rollout) if g}.values():
+                group.kill()
+        for manager in runtime["managers"]:
+            manager.release()
+        shutdown_kv_store(runtime["kv_prefix"])
+        if runtime["started_ray"]:
+            ray.shutdown()
+
+    def __enter__(self) -> MAGRPOTrainer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- setup ----------------------------------------------------------------------------------
+    def _start(self) -> tuple[MultiAgentLoop, MetricsLogger]:
+        """Ray, the KV store and every agent's workers, once (later calls reuse them)."""
+        if self._runtime is not None:
+            return self._runtime["loop"], self._runtime["logger"]
+        import ray
+        from transformers import AutoTokenizer
+
+        from verl_lite.kv import init_kv_store
+        from verl_lite.kv.config import NAME_PREFIX_ENV
+        from verl_lite.trainer.task_runner import build_resource_manager, build_worker_groups
+
+        args = self.args
+        policies = 1 if args.shared_policy else args.num_agents
+        per_update = args.num_turns * (args.num_agents if args.shared_policy else 1)
+        configs = [
+            agent_ppo_config(args, self.models[i], per_update, self.estimator) for i in range(policies)
+        ]
+        if self.centralised_critic:  # one critic for the team, in the first policy's processes
+            configs = configs[:1] + [replace(c, critic=replace(c.critic, enable=False)) for c in configs[1:]]
+        started = not ray.is_initialized()
+        if started:
+            ray.init(
+                address="local",
+                num_cpus=args.ray_num_cpus,
+                object_store_memory=512 * 1024**2,
+                include_dashboard=False,
+                runtime_env={
+                    "env_vars": {
+                        "TOKENIZERS_PARALLELISM": "false",
+                        NAME_PREFIX_ENV: configs[0].kv.name_prefix,
+                    }
+                },
+            )
+        runtime: dict[str, Any] = {
+            "started_ray": started,
+            "managers": [],
+            "kv_prefix": configs[0].kv.name_prefix,
+        }
+        self._runtime = runtime
+        try:
+            kv = init_kv_store(configs[0].kv, client_name="controller")
+            policy_groups, tokenizers = [], []
+            for config in configs:
+                manager = build_resource_manager(config)
+                manager.create_resource_pool()
+                runtime["managers"].append(manager)
+                policy_groups.append(build_worker_groups(config, manager))
+                tokenizers.append(
+                    AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
+                )
+            agents = [
+                Agent(
+                    policy_groups[i % policies],
+                    tokenizers[i % policies],
+                    configs[i % policies],
+                    self.formatters[i],
+                )
+                for i in range(args.num_agents)
+            ]
+            critic = policy_groups[0].critic if self.centralised_critic else None
+            runtime["loop"] = MultiAgentLoop(args, agents, kv, self.functions, critic=critic)
+            runtime["logger"] = MetricsLogger(args, self.wandb_config)
+        except BaseException:
+            self._runtime = runtime | {
+                "loop": MultiAgentLoop(args, [], None, self.functions),
+                "logger": _Null(),
+            }
+            self.close()
+            raise
+        return runtime["loop"], runtime["logger"]
+
+
+class IACTrainer(MAGRPOTrainer):
+    """Independent actor-critic: every agent's policy has its own critic (GAE on the joint reward).
+
+    Same arguments as :class:`MAGRPOTrainer`; ``metrics_callback(rollouts)`` takes the place of the eval
+    logger (each rollout a :class:`~verl_lite.trainer.multi_agent.loop.RolloutSample`).
+    """
+
+    estimator = "gae"
+
+
+class MAACTrainer(MAGRPOTrainer):
+    """Multi-agent actor-critic with one centralised critic: a single value model, in the first agent's
+    processes, values every agent's answers and is trained on all of them (GAE on the joint reward).
+
+    The critic sees one agent's prompt and answer at a time (shared parameters, not a joint input).
+    """
+
+    estimator = "gae"
+    centralised_critic = True
+
+
+class _Null:
+    def finish(self) -> None:
+        pass
+
+
+def _rows(dataset: Any, limit: int | None = None) -> list[dict[str, Any]]:
+    """The dataset's rows as dicts, in order (the first ``limit`` when given)."""
+    rows = []
+    for row in dataset:
+        if limit is not None and len(rows) >= limit:
+            break
+        rows.append(dict(row))
+    return rows
+
+
+def save_json(metrics: dict[str, Any], path: str) -> str:
+    """Write ``metrics`` to ``path`` as indented JSON; returns the path."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(json.dumps(metrics, indent=2) + "\n")
+    return path

@@ -1,0 +1,318 @@
+"""``MultiAgentLoop``: the controller's multi-agent step over N agents' worker groups, and its evaluation.
+
+Each agent is a ``WorkerGroups`` (its policy, rollout servers and agent-loop workers); agents that share
+one policy share one ``WorkerGroups``. Prompts and trajectories live in the KV store; the controller
+reads back only decoded answer texts (the reward function needs them) and writes one joint reward per
+trajectory on its last token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from verl_lite.kv import KVBatchMeta
+from verl_lite.kv.keys import parse_trajectory_key
+from verl_lite.protocol import non_tensor_rows, to_jagged
+from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
+from verl_lite.trainer.multi_agent.config import MAGRPOConfig
+from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts
+from verl_lite.workers.policy import TRAJECTORY_FIELDS
+from verl_lite.workers.sequences import on_last_token
+
+
+@dataclass
+class Agent:
+    """One agent: the worker groups of its policy, its tokenizer, its verl_lite config, its formatter."""
+
+    groups: Any
+    tokenizer: Any
+    config: Any
+    formatter: Callable[..., str]
+
+
+@dataclass
+class TaskFunctions:
+    """The task's user functions (see :mod:`verl_lite.trainer.multi_agent.callbacks`)."""
+
+    reward_func: Callable[..., Sequence[float]]
+    reward_processor: Callable[[float], float] | None = None
+    # (batch_items=, prompts=, completions=, turn=) -> one external prompt per agent for the next turn
+    external_transition: Callable[..., list[str]] | None = None
+    eval_logger: Callable[..., list[dict]] | None = None
+    eval_aggregator: Callable[..., dict] | None = None
+    # IAC / MAAC: (rollouts: list[RolloutSample]) -> {name: number}, in training and evaluation
+    metrics_callback: Callable[[list], dict] | None = None
+
+
+@dataclass
+class RolloutSample:
+    """One agent's answer as ``metrics_callback`` sees it."""
+
+    agent_idx: int
+    prompt: str
+    completion: str
+    # the task item, the turn (from 1) and the joint reward of this answer's joint answer
+    metadata: dict[str, Any]
+
+
+def samples(agent_idx: int, prompt: str, answers: list[str], rewards: list[float], item: dict, turn: int):
+    """``RolloutSample`` of each of an agent's answers to one prompt."""
+    return [
+        RolloutSample(agent_idx, prompt, a, {"item": item, "turn": turn, "reward": r})
+        for a, r in zip(answers, rewards)
+    ]
+
+
+class MultiAgentLoop:
+    """Generates every agent's answers, scores the joint answers, and updates each policy (MAGRPO, IAC, MAAC)."""
+
+    def __init__(
+        self, args: MAGRPOConfig, agents: list[Agent], kv: Any, functions: TaskFunctions, critic: Any = None
+    ):
+        # MAAC's centralised critic (a critic worker group); None: each policy's own critic, if any
+        self.critic = critic
+        self.args = args
+        self.agents = agents
+        self.kv = kv
+        self.fn = functions
+        self.version = 0
+        self._submitted = 0
+        self.callback_metrics: dict[str, float] = {}
+
+    # ---- one training task ----------------------------------------------------------------------
+    def train_task(self, item: dict[str, Any], step: int) -> dict[str, float]:
+        """All turns of one task, then one update per policy; returns the step's metrics (``turn_k/...``)."""
+        start = time.perf_counter()
+        parts: dict[int, list[KVBatchMeta]] = {}
+        metrics: dict[str, float] = {}
+        rollouts: list[RolloutSample] = []
+        external: list[Any] = [None] * len(self.agents)
+        for turn in range(self.args.num_turns):
+            prompts = [format_prompt(a.formatter, item, external[i]) for i, a in enumerate(self.agents)]
+            outs = self.generate(prompts, step, "train", validate=False)
+            completions = [self.responses(i, out) for i, out in enumerate(outs)]
+            rewards = joint_rewards(self.fn.reward_func, completions, [item], self.fn.reward_processor)
+            for i, out in enumerate(outs):
+                self.write_rewards(out, rewards)
+                parts.setdefault(id(self.agents[i].groups), []).append(out)
+                rollouts += samples(i, prompts[i], completions[i], rewards, item, turn + 1)
+            metrics.update(turn_metrics(turn + 1, rewards, completions))
+            if turn + 1 < self.args.num_turns:
+                best = max(range(len(rewards)), key=rewards.__getitem__)
+                external = self.transition(item, prompts, [c[best] for c in completions], turn + 1)
+        self.version += 1
+        policies = [
+            (next(a for a in self.agents if id(a.groups) == key), KVBatchMeta.concat(metas))
+            for key, metas in parts.items()
+        ]
+        metrics.update(self.update_policies(policies, step))
+        # metrics_callback's values are logged at rollout time, outside the logging_steps gate
+        self.callback_metrics = {}
+        if self.fn.metrics_callback is not None:
+            self.callback_metrics = {k: float(v) for k, v in self.fn.metrics_callback(rollouts).items()}
+        metrics["timing_s/step"] = time.perf_counter() - start
+        return metrics
+
+    def update_policies(self, policies: list[tuple[Agent, KVBatchMeta]], step: int) -> dict[str, float]:
+        """Log-probs → values → advantages → critic updates → actor updates → weight syncs → keys cleared.
+
+        With several policies their metrics carry a ``policy_<k>/`` prefix. The critic is each policy's own
+        (IAC, or none for MAGRPO), or with ``self.critic`` one centralised critic valuing every agent's
+        answers and trained on all of them at once (MAAC).
+        """
+        metrics: dict[str, float] = {}
+        prefixes = [f"policy_{k}/" if len(policies) > 1 else "" for k in range(len(policies))]
+        for agent, batch in policies:
+            self.old_log_probs(agent, batch, step)
+        joint = KVBatchMeta.concat([b for _, b in policies]) if self.critic is not None else None
+        if joint is not None:
+            joint.fields = self.critic.compute_values(joint).fields
+        for prefix, (agent, batch) in zip(prefixes, policies):
+            critic = agent.groups.critic if self.critic is None else None
+            if critic is not None:
+                batch.fields = critic.compute_values(batch).fields
+            elif joint is not None:
+                batch.fields = joint.fields
+            stats = agent.groups.actor.compute_advantage(batch, agent.config.algorithm, 0.0)
+            metrics.update({prefix + k: v for k, v in combine_shard_stats([stats]).items()})
+            if critic is not None:
+                metrics.update({prefix + k: v for k, v in mean_of_dicts(critic.update_critic(batch)).items()})
+        if joint is not None:
+            metrics.update(mean_of_dicts(self.critic.update_critic(joint)))
+        for prefix, (agent, batch) in zip(prefixes, policies):
+            metrics.update({prefix + k: v for k, v in self.update_actor(agent, batch).items()})
+            prompt_keys = sorted({tag["uid"] for tag in batch.tags})
+            self.kv.kv_clear(batch.keys + prompt_keys, batch.partition_id)
+        return metrics
+
+    def old_log_probs(self, agent: Agent, batch: KVBatchMeta, step: int) -> None:
+        """The fields the update reads, and old / reference log-probs where the config needs them."""
+        batch.fields = list(TRAJECTORY_FIELDS)
+        batch.extra_info.update(global_steps=step, samples_per_prompt=self.args.num_generations)
+        actor, config = agent.groups.actor, agent.config
+        if config.recompute_old_log_prob:
+            batch.fields = actor.compute_log_prob(batch).fields
+        if config.use_reference:
+            batch.fields = actor.compute_ref_log_prob(batch).fields
+
+    def update_actor(self, agent: Agent, batch: KVBatchMeta) -> dict[str, float]:
+        """The policy update, then its weights to its rollout servers; returns the update's metrics."""
+        update = mean_of_dicts(agent.groups.actor.update_actor(batch))
+        metrics = {k: v for k, v in update.items() if k in ("actor/pg_loss", "actor/grad_norm")}
+        if "actor/kl_loss" in update:
+            metrics["reference_kl_mean"] = update["actor/kl_loss"]
+            metrics["reference_kl_penalty_mean"] = update["actor/kl_loss"] * self.args.kl_coef
+        handle = agent.groups.actor.send_weights(self.version)
+        agent.groups.agent_loop.receive_weights(handle, self.version)
+        return metrics
+
+    def transition(self, item: dict, prompts: list[str], answers: list[str], turn: int) -> list[Any]:
+        """The next turn's external prompt per agent (the transition callback, or each agent's own answer)."""
+        if self.fn.external_transition is None:
+            return list(answers)
+        out = list(
+            self.fn.external_transition(batch_items=[item], prompts=prompts, completions=answers, turn=turn)
+        )
+        if len(out) != len(self.agents):
+            raise ValueError(
+                f"external_transition returned {len(out)} prompts for {len(self.agents)} agents; return one "
+                "per agent, in agent order."
+            )
+        return out
+
+    # ---- generation -----------------------------------------------------------------------------
+    def generate(
+        self, prompts: list[str] | list[list[str]], step: int, partition: str, validate: bool
+    ) -> list[KVBatchMeta]:
+        """Every agent's answers to its prompt(s), all agents at once; one trajectory meta per agent.
+
+        ``prompts[i]`` is agent i's prompt (training: ``num_generations`` samples of it) or its list of
+        prompts (evaluation: one sample each).
+        """
+        pending = []
+        for agent, prompt in zip(self.agents, prompts):
+            texts = [prompt] if isinstance(prompt, str) else list(prompt)
+            meta = self.submit(agent, texts, step, partition)
+            pending.append((agent, agent.groups.agent_loop.launch_sequences(meta, validate=validate)))
+        return [agent.groups.agent_loop.collect_sequences(p) for agent, p in pending]
+
+    def submit(self, agent: Agent, texts: list[str], step: int, partition: str) -> KVBatchMeta:
+        """Store the chat-templated prompts' token ids as pending prompt keys."""
+        first = self._submitted
+        self._submitted += len(texts)
+        uids = [f"{partition}{step}-{first + j}" for j in range(len(texts))]
+        templated = [
+            agent.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            )
+            for text in texts
+        ]
+        ids = [agent.tokenizer(t, add_special_tokens=False)["input_ids"] for t in templated]
+        fields = TensorDict(
+            {
+                "prompts": torch.nested.nested_tensor([torch.tensor(i) for i in ids], layout=torch.jagged),
+                "raw_prompt": non_tensor_rows(templated),
+            },
+            batch_size=[len(texts)],
+        )
+        tags = [{"uid": uid, "status": "pending"} for uid in uids]
+        stored = self.kv.kv_batch_put(uids, partition, fields=fields, tags=tags)
+        return KVBatchMeta(
+            keys=uids,
+            tags=tags,
+            partition_id=partition,
+            fields=stored.fields,
+            extra_info={"global_steps": step},
+        )
+
+    def responses(self, agent_index: int, out: KVBatchMeta) -> list[str]:
+        """Agent ``agent_index``'s decoded answers in trajectory order (by prompt, then sample index)."""
+        texts = self.agents[agent_index].groups.agent_loop.decode_trajectories(out)
+        order = sorted(out.keys, key=lambda k: (parse_trajectory_key(k)[0], parse_trajectory_key(k)[1]))
+        if order != list(out.keys):  # keep metas and texts aligned for the reward write-back
+            out.keys, out.tags = order, [out.tags[out.keys.index(k)] for k in order]
+        return [texts[k]["response"] for k in out.keys]
+
+    def write_rewards(self, out: KVBatchMeta, rewards: list[float]) -> None:
+        """Each trajectory's joint reward on its last response token (``token_level_scores``)."""
+        scores = [on_last_token(int(tag["response_len"]), r) for tag, r in zip(out.tags, rewards)]
+        self.kv.kv_batch_put(
+            out.keys,
+            out.partition_id,
+            fields=TensorDict({"token_level_scores": to_jagged(scores)}, batch_size=[len(out)]),
+        )
+        for tag, r in zip(out.tags, rewards):
+            tag["score"] = r
+
+    # ---- evaluation -----------------------------------------------------------------------------
+    def evaluate(self, items: list[dict[str, Any]], step: int) -> tuple[dict[str, float], dict[str, Any]]:
+        """One answer per agent per turn for each task; returns the ``eval/`` metrics and the raw records.
+
+        The records hold ``agent_completions_turns`` in ``[agent][task item][turn]`` order, ``batch_items``
+        and ``prompts`` (``[agent][task item][turn]``), as the eval logger receives them.
+        """
+        n_agents, turns = len(self.agents), self.args.num_turns
+        completions = [[[] for _ in items] for _ in range(n_agents)]
+        prompts = [[[] for _ in items] for _ in range(n_agents)]
+        rewards: list[list[float]] = [[] for _ in range(turns)]
+        per_item: list[list[RolloutSample]] = [[] for _ in items]
+        size = self.args.eval_batch_size
+        for begin in range(0, len(items), size):
+            chunk = items[begin : begin + size]
+            external = [[None] * n_agents for _ in chunk]
+            for turn in range(turns):
+                texts = [
+                    [format_prompt(a.formatter, it, external[r][i]) for r, it in enumerate(chunk)]
+                    for i, a in enumerate(self.agents)
+                ]
+                outs = self.generate(texts, step, "val", validate=True)
+                answers = [self.responses(i, out) for i, out in enumerate(outs)]
+                for out in outs:
+                    self.kv.kv_clear(out.keys + sorted({t["uid"] for t in out.tags}), "val")
+                for r, it in enumerate(chunk):
+                    joint = [[answers[i][r]] for i in range(n_agents)]
+                    [reward] = joint_rewards(self.fn.reward_func, joint, [it], self.fn.reward_processor)
+                    rewards[turn].append(reward)
+                    for i in range(n_agents):
+                        completions[i][begin + r].append(answers[i][r])
+                        prompts[i][begin + r].append(texts[i][r])
+                        per_item[begin + r] += samples(
+                            i, texts[i][r], [answers[i][r]], [reward], it, turn + 1
+                        )
+                    if turn + 1 < turns:
+                        external[r] = self.transition(
+                            it, [t[r] for t in texts], [a[r] for a in answers], turn + 1
+                        )
+        metrics = {}
+        for turn in range(turns):
+            metrics[f"eval/turn_{turn + 1}/reward_mean"] = sum(rewards[turn]) / max(len(rewards[turn]), 1)
+        if self.fn.eval_logger is not None and self.fn.eval_aggregator is not None:
+            rows = self.fn.eval_logger(
+                agent_completions_turns=completions, batch_items=items, prompts=prompts
+            )
+            extra = self.fn.eval_aggregator(rows, num_turns=turns)
+            metrics.update({f"eval/{k}": float(v) for k, v in extra.items()})
+        if self.fn.metrics_callback is not None:  # averaged over the evaluated task items
+            values = [self.fn.metrics_callback(rows) for rows in per_item]
+            for key in values[0]:
+                metrics[f"eval/{key}"] = sum(float(v[key]) for v in values) / len(values)
+        records = {"agent_completions_turns": completions, "batch_items": items, "prompts": prompts}
+        return metrics, records
+
+
+def turn_metrics(turn: int, rewards: list[float], completions: list[list[str]]) -> dict[str, float]:
+    """Per-turn training metrics: the joint reward's mean/max/min and each agent's mean answer length."""
+    out = {
+        f"turn_{turn}/reward_mean": sum(rewards) / len(rewards),
+        f"turn_{turn}/reward_max": max(rewards),
+        f"turn_{turn}/reward_min": min(rewards),
+    }
+    for i, answers in enumerate(completions):
+        out[f"turn_{turn}/agent_{i}/response_chars"] = sum(len(a) for a in answers) / len(answers)
+    return out
