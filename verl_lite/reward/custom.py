@@ -20,13 +20,12 @@ In the second spelling the one other required parameter receives the list of com
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from verl_lite.utils.extensions import function_from_file
 
 __all__ = [
     "BATCH_PARAM",
@@ -61,8 +60,8 @@ def batch_positional_params(fn: Callable[..., Any]) -> list[str]:
 def load_custom_reward_fn(path: str | Path, name: str = "compute_score") -> Callable[..., Any]:
     """Import the python file at ``path`` and return its function ``name``, after checking its signature.
 
-    The module is executed under a private name and is not left in ``sys.modules``, so two files
-    with the same stem never collide and the function pickles by value (it can ship to Ray workers).
+    The file runs as a private module (see ``function_from_file``): two files with the same stem
+    never collide and the function pickles by value (it can ship to Ray workers).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -70,30 +69,7 @@ def load_custom_reward_fn(path: str | Path, name: str = "compute_score") -> Call
             function fits neither calling form.
     """
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise FileNotFoundError(f"custom reward function file not found: {str(file)!r}.")
-    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:10]
-    spec = importlib.util.spec_from_file_location(f"verl_lite_custom_reward_{file.stem}_{digest}", file)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot import {str(file)!r} as a python module (is it a .py file?).")
-    module = importlib.util.module_from_spec(spec)
-    # registered only while it runs: dataclasses and typing in the file look their module up there
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        available = sorted(
-            k
-            for k, v in vars(module).items()
-            if inspect.isfunction(v) and v.__module__ == spec.name and not k.startswith("_")
-        )
-        raise ValueError(
-            f"custom reward file {str(file)!r} has no function {name!r}; functions defined there: "
-            f"{', '.join(available) or '(none)'}. Set reward.custom_reward_function.name."
-        )
+    fn = function_from_file(file, name, "reward.custom_reward_function")
     _check_signature(fn, f"{name} in {str(file)!r}")
     return fn
 

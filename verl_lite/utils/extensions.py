@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 ENV_VAR = "VERL_LITE_EXTENSIONS"
 
@@ -28,8 +31,7 @@ def load_extensions(entries: Iterable[str]) -> None:
             path = os.path.abspath(os.path.expanduser(entry))
             if not os.path.exists(path):
                 raise ValueError(f"trainer.extensions: file {entry!r} does not exist.")
-            stem = os.path.splitext(os.path.basename(path))[0]
-            name = f"verl_lite_extension_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:10]}"
+            name = private_module_name(path, "verl_lite_extension")
             if name in sys.modules:
                 continue
             spec = importlib.util.spec_from_file_location(name, path)
@@ -38,6 +40,50 @@ def load_extensions(entries: Iterable[str]) -> None:
             spec.loader.exec_module(module)
         else:
             importlib.import_module(entry)
+
+
+def private_module_name(path: str | Path, prefix: str) -> str:
+    """``<prefix>_<file stem>_<hash of the absolute path>``: files that share a name get different modules."""
+    path = os.path.abspath(os.path.expanduser(str(path)))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return f"{prefix}_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:10]}"
+
+
+def function_from_file(path: str | Path, name: str, key: str) -> Callable[..., Any]:
+    """The function ``name`` of the python file at ``path``; ``key`` (the config key) heads every error.
+
+    The file runs as a private module that is registered only while it runs (dataclasses and typing
+    look their module up there), so its functions pickle by value and can ship to Ray workers.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file.
+        ValueError: the file is no python module, or defines no function ``name`` (the message lists
+            the ones it has).
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"{key}: no such file {str(file)!r}; give the python file defining {name}.")
+    spec = importlib.util.spec_from_file_location(private_module_name(file, "verl_lite_user"), file)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{key}: cannot import {str(file)!r} as a python module (is it a .py file?).")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        defined = sorted(
+            k
+            for k, v in vars(module).items()
+            if inspect.isfunction(v) and v.__module__ == spec.name and not k.startswith("_")
+        )
+        raise ValueError(
+            f"{key}: {str(file)!r} has no function {name!r}; functions defined there: "
+            f"{', '.join(defined) or '(none)'}."
+        )
+    return fn
 
 
 def extensions_env(entries: Iterable[str]) -> dict[str, str]:

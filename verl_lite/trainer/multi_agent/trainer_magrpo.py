@@ -8,10 +8,6 @@ transition are functions named by file, like ``reward.custom_reward_function``.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import inspect
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,30 +17,12 @@ from verl_lite.trainer.multi_agent.config import FunctionRef, MAGRPOConfig
 from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
 from verl_lite.trainer.multi_agent.metrics_log import MetricsLogger
 from verl_lite.trainer.ppo.trainer_base import PPOTrainer, register_trainer
+from verl_lite.utils.extensions import function_from_file
 
 
 def load_function(ref: FunctionRef, key: str) -> Any:
     """The function ``ref.name`` of the file ``ref.path`` (``key`` names the config key in errors)."""
-    file = Path(ref.path).expanduser()
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"{key}.path={ref.path!r}: no such file; give the python file defining {ref.name}."
-        )
-    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:10]
-    spec = importlib.util.spec_from_file_location(f"verl_lite_multi_agent_{file.stem}_{digest}", file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    fn = getattr(module, ref.name, None)
-    if not callable(fn):
-        defined = sorted(
-            k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_")
-        )
-        raise ValueError(
-            f"{key}.name={ref.name!r} is not a function of {ref.path!r}; functions defined there: "
-            f"{', '.join(defined) or '(none)'}."
-        )
-    return fn
+    return function_from_file(ref.path, ref.name, key)
 
 
 def magrpo_args(config: Any) -> MAGRPOConfig:
