@@ -1,5 +1,6 @@
 """Running the entry points from tests: the packaged configs, Hydra overrides, a short real PPO run."""
 
+import json
 import os
 
 import ray
@@ -19,6 +20,20 @@ FAST = [
     "trainer.logger=[jsonl]",
     "ray_kwargs.ray_init.num_cpus=8",
 ]
+
+# Two hf rollout servers on their own pool; weights reach them through Ray's object store.
+STANDALONE = [
+    "actor_rollout_ref.rollout.mode=standalone",
+    "actor_rollout_ref.rollout.nnodes=1",
+    "actor_rollout_ref.rollout.n_gpus_per_node=2",
+    "actor_rollout_ref.rollout.checkpoint_engine=ray",
+    "actor_rollout_ref.rollout.agent.num_workers=2",
+]
+
+
+def joining(cluster) -> list[str]:
+    """Overrides that make a run join ``cluster`` (a ``ray.cluster_utils.Cluster``) instead of starting Ray."""
+    return [f"ray_kwargs.ray_init.address={cluster.address}", "~ray_kwargs.ray_init.num_cpus"]
 
 
 def compose_config(name: str, overrides: list[str]):
@@ -52,3 +67,11 @@ class CrashAfter({base_class}):
         if step == {after_step}:
             raise RuntimeError("simulated crash after step {after_step}")
 """
+
+
+def dumped_generations(directory) -> dict[int, list[dict]]:
+    """The generation dump's lines (``trainer.rollout_data_dir``) per step file."""
+    return {
+        int(path.stem): [json.loads(line) for line in path.read_text().splitlines()]
+        for path in sorted(directory.glob("*.jsonl"))
+    }

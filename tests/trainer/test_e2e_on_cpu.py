@@ -7,7 +7,7 @@ import time
 import pytest
 import ray
 
-from tests.trainer.helpers import train
+from tests.trainer.helpers import STANDALONE, joining, train
 
 
 def test_grpo_three_steps_with_hf_rollout(tmp_path):
@@ -23,15 +23,10 @@ def test_grpo_three_steps_with_hf_rollout(tmp_path):
 
 
 def test_grpo_with_standalone_hf_rollout_servers_two_steps(tmp_path):
-    # Two rollout servers on their own pool; weights reach them through Ray's object store.
     history = train(
         tmp_path,
         "trainer.total_training_steps=2",
-        "actor_rollout_ref.rollout.mode=standalone",
-        "actor_rollout_ref.rollout.nnodes=1",
-        "actor_rollout_ref.rollout.n_gpus_per_node=2",
-        "actor_rollout_ref.rollout.checkpoint_engine=ray",
-        "actor_rollout_ref.rollout.agent.num_workers=2",
+        *STANDALONE,
     )
     assert [h["step"] for h in history] == [1, 2]
     for h in history:
@@ -114,8 +109,7 @@ def test_two_node_cluster_runs_actor_dp2_across_nodes(tmp_path):
             "trainer.total_training_steps=2",
             "trainer.nnodes=2",
             "trainer.n_gpus_per_node=1",
-            f"ray_kwargs.ray_init.address={cluster.address}",
-            "~ray_kwargs.ray_init.num_cpus",
+            *joining(cluster),
         )
         assert [h["step"] for h in history] == [1, 2]
         assert all(h["kv/controller_bytes_read"] == 0 for h in history)

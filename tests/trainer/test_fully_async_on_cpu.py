@@ -1,24 +1,15 @@
 """trainer.mode=fully_async through main_ppo: sync equivalence, staleness bound, partial rollout, resume."""
 
-import json
 import os
 from collections import Counter
 
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import crashing_mode, train
+from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations, joining, train
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
-# Two hf rollout servers on their own pool; weights reach them through Ray's object store.
-STANDALONE = [
-    "actor_rollout_ref.rollout.mode=standalone",
-    "actor_rollout_ref.rollout.nnodes=1",
-    "actor_rollout_ref.rollout.n_gpus_per_node=2",
-    "actor_rollout_ref.rollout.checkpoint_engine=ray",
-    "actor_rollout_ref.rollout.agent.num_workers=2",
-]
 STALENESS = "trainer.replay_buffer.max_off_policy_threshold"
 STRATEGY = "trainer.replay_buffer.off_policy_strategy"
 # Measured in seconds, or only logged by one of the modes being compared.
@@ -26,23 +17,10 @@ PROBS_DIFF = "training/rollout_probs_diff_mean"
 WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "replay_buffer/wait_s", "async/")
 
 
-def _joining(cluster) -> list[str]:
-    """Overrides that make a run join the module's Ray cluster instead of starting its own."""
-    return [f"ray_kwargs.ray_init.address={cluster.address}", "~ray_kwargs.ray_init.num_cpus"]
-
-
-def _dumped(directory) -> dict[int, list[dict]]:
-    """The generation dump's lines per step file."""
-    return {
-        int(path.stem): [json.loads(line) for line in path.read_text().splitlines()]
-        for path in sorted(directory.glob("*.jsonl"))
-    }
-
-
 def test_fully_async_with_staleness_0_and_a_sync_every_update_matches_the_sync_trainer(tmp_path, cluster):
     # S = 0 and k = 1: every group is generated with the weights of the step that trains it, from the same
     # prompts, uids and per-request seeds as in sync mode, so every metric but the clock's is the same.
-    steps = ["trainer.total_training_steps=2", *STANDALONE, *_joining(cluster)]
+    steps = ["trainer.total_training_steps=2", *STANDALONE, *joining(cluster)]
     sync = train(tmp_path / "sync", *steps)
     fully_async = train(
         tmp_path / "async",
@@ -72,7 +50,7 @@ def test_fully_async_drop_evicts_groups_older_than_the_bound_and_trains_none(tmp
         tmp_path,
         "trainer.total_training_steps=3",
         *STANDALONE,
-        *_joining(cluster),
+        *joining(cluster),
         "trainer.mode=fully_async",
         "trainer.parameter_sync_step=2",
         f"{STALENESS}=1",
@@ -102,7 +80,7 @@ def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_
     common = [
         f"data.train_files={data}",
         *STANDALONE,
-        *_joining(cluster),
+        *joining(cluster),
         "actor_rollout_ref.rollout.name=hf_slow",
         f"trainer.extensions=[{modes}]",
         f"{STALENESS}=1",
@@ -122,7 +100,7 @@ def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_
     spanning = sum(h["check/spanning"] for h in resumed)
     assert spanning > 0 and sum(h["check/contiguous"] for h in resumed) == spanning
     assert any(h["async/partial_fraction"] > 0 for h in resumed)
-    steps = _dumped(dumps)
+    steps = dumped_generations(dumps)
     assert sorted(steps) == [1, 2, 3, 4]
     rows = [row for step_rows in steps.values() for row in step_rows]
     assert any(row["min_weight_version"] < row["weight_version"] for row in rows)

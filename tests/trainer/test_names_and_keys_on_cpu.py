@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import train
+from tests.trainer.helpers import joining, train
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 
 ARR = "actor_rollout_ref"
@@ -270,8 +270,7 @@ def _run(tmp_path, cluster, *overrides):
     return train(
         tmp_path,
         "trainer.total_training_steps=2",
-        f"ray_kwargs.ray_init.address={cluster.address}",
-        "~ray_kwargs.ray_init.num_cpus",
+        *joining(cluster),
         *overrides,
     )
 

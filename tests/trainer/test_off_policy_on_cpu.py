@@ -1,13 +1,12 @@
 """Off-policy training through main_ppo: the rollout correction of the actor loss, trainer.mode=one_step_off."""
 
-import json
 import math
 import os
 
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import crashing_mode, train
+from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations, train
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
@@ -51,14 +50,6 @@ def test_sequence_rejection_with_an_empty_band_masks_every_trajectory(tmp_path):
 
 
 # ---- trainer.mode=one_step_off --------------------------------------------------------------------
-# Two hf rollout servers on their own pool; weights reach them through Ray's object store.
-STANDALONE = [
-    "actor_rollout_ref.rollout.mode=standalone",
-    "actor_rollout_ref.rollout.nnodes=1",
-    "actor_rollout_ref.rollout.n_gpus_per_node=2",
-    "actor_rollout_ref.rollout.checkpoint_engine=ray",
-    "actor_rollout_ref.rollout.agent.num_workers=2",
-]
 # A one_step_off trainer that dies right after step 2 was logged and checkpointed.
 CRASHING_MODE = crashing_mode(
     "one_step_off_crash_after_2",
@@ -66,14 +57,6 @@ CRASHING_MODE = crashing_mode(
     "OneStepOffTrainer",
     after_step=2,
 )
-
-
-def _dumped(directory) -> dict[int, list[dict]]:
-    """The generation dump's lines per step file."""
-    return {
-        int(path.stem): [json.loads(line) for line in path.read_text().splitlines()]
-        for path in sorted(directory.glob("*.jsonl"))
-    }
 
 
 def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(tmp_path):
@@ -96,7 +79,7 @@ def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(t
         assert h["update_weights/bytes"] > 0 and h["actor/grad_norm"] > 0
         assert 0 < h["off_policy/is_weight/mean"] and h["off_policy/is_weight/max"] <= 2.0
     # the initial weights serve steps 1 and 2; the weights after step 1 (version 1) serve step 3
-    steps = _dumped(dumps)
+    steps = dumped_generations(dumps)
     assert {s: {row["weight_version"] for row in rows} for s, rows in steps.items()} == {
         1: {-1},
         2: {-1},
@@ -127,7 +110,7 @@ def test_one_step_off_resumes_with_the_prefetched_batch_and_trains_each_prompt_o
     resumed = train(run_dir, *common, "trainer.mode=one_step_off")
     assert [h["step"] for h in resumed] == [1, 2, 3]
     assert resumed[-1]["async/staleness/max"] == 1.0
-    steps = _dumped(dumps)
+    steps = dumped_generations(dumps)
     assert sorted(steps) == [1, 2, 3]
     assert {row["uid"].split("-")[0] for row in steps[3]} == {"train2"}  # not generated again
     prompts = {s: {row["prompt"] for row in rows} for s, rows in steps.items()}
