@@ -7,11 +7,13 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import ray
 
 from tests.trainer.helpers import train
 from tests.trainer.test_logging_on_cpu import read_wandb_history
+from verl_lite.trainer.validation import EMBEDDED_DATA
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK = Path(__file__).with_name("two_turn_task.py")
@@ -83,23 +85,25 @@ def test_wandb_offline_run_holds_train_and_eval_metrics_against_env_step(length_
 
 @pytest.fixture(scope="module")
 def two_turns(tmp_path_factory):
-    """main_ppo, trainer.mode=magrpo: 3 tasks of 2 turns x 4 joint samples, both agents one policy."""
+    """main_ppo, trainer.mode=magrpo: 2 epochs of 3 tasks of 2 turns x 4 joint samples, one shared policy."""
     out = tmp_path_factory.mktemp("two_turns")
+    tasks = out / "tasks3.parquet"
+    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(3).to_parquet(tasks)
     history = train(
         out,
         "trainer.mode=magrpo",
-        "trainer.total_training_steps=3",
+        f"data.train_files={tasks}",
+        "trainer.total_epochs=2",
         "data.max_response_length=12",
         "multi_agent.num_agents=2",
         "multi_agent.num_turns=2",
-        "multi_agent.shared_policy=true",
         f"multi_agent.formatters=[{{path:{TASK},name:formatter}}]",
         f"multi_agent.reward_function.path={TASK}",
         "multi_agent.reward_function.name=reward_func",
         "multi_agent.reward_scale=10.0",
         f"multi_agent.external_transition.path={TASK}",
         "multi_agent.external_transition.name=external_transition",
-        "multi_agent.eval_interval=2",
+        "multi_agent.eval_interval=4",
         "multi_agent.eval_num_samples=2",
         "multi_agent.eval_batch_size=2",
         "multi_agent.logging_steps=16",
@@ -110,8 +114,9 @@ def two_turns(tmp_path_factory):
 def test_two_turn_tasks_log_per_turn_and_gate_logs_by_env_step(two_turns):
     _, history = two_turns
     trained = [h for h in history if "turn_1/reward_mean" in h]
-    # 2 turns x 4 samples = 8 env steps per task; logging_steps=16 keeps tasks 1 and 3 (env_step 8, 24)
-    assert [h["step"] for h in trained] == [8, 24]
+    # 2 turns x 4 samples = 8 env steps per task, 6 tasks; logging_steps=16 keeps tasks 1, 3 and 5
+    assert [h["step"] for h in trained] == [8, 24, 40]
+    assert [h["epoch"] for h in trained] == [0.0, 0.0, 1.0]
     for h in trained:
         assert "turn_2/reward_mean" in h
         # reward_scale=10 on rewards in [0, 1]
@@ -122,8 +127,9 @@ def test_two_turn_tasks_log_per_turn_and_gate_logs_by_env_step(two_turns):
 def test_two_turn_evaluation_sees_the_external_transition(two_turns):
     out, history = two_turns
     evals = [h["step"] for h in history if "eval/turn_2/reward_mean" in h]
-    assert evals == [0, 16]  # before task 0, and after 2 tasks (eval_interval=2)
-    record = json.loads((out / "grpo_tiny" / "eval" / "env_step_16.json").read_text())
+    # before task 0 of each epoch (after 0 and 3 tasks) and after 4 tasks (eval_interval=4)
+    assert evals == [0, 24, 32]
+    record = json.loads((out / "grpo_tiny" / "eval" / "env_step_24.json").read_text())
     assert len(record["batch_items"]) == 2  # eval_num_samples
     turn2 = record["prompts"][0][0][1]  # agent 0, task 0, turn 2
     assert "Turn 2. The other agent said:" in turn2

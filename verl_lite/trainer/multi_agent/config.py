@@ -114,14 +114,14 @@ class MultiAgentSection:
     The other MAGRPO settings come from the usual keys: ``actor_rollout_ref.rollout.n`` is
     ``num_generations``, ``data.max_response_length`` is ``max_new_tokens``, ``trainer.total_epochs`` is
     ``num_train_epochs``, ``data.train_files`` / ``val_files`` are the task sets (each row a task dict).
+    Every agent is the run's one policy; agents with models of their own run through the Python API
+    (``MAGRPOTrainer``).
     """
 
     # Number of agents (the reward function receives one completion list per agent).
     num_agents: int = 2
     # Turns per task; turns after the first get their prompts from the external transition.
     num_turns: int = 1
-    # True: every agent is the run's one policy; False: each agent gets its own copy of the model.
-    shared_policy: bool = True
     # Formatter files/functions in agent order, or one shared by all ([] = the rows' prompt field).
     formatters: list[Any] = field(default_factory=list)
     # The joint reward function: (agent0_completions, agent1_completions, ..., *, batch_items) -> rewards.

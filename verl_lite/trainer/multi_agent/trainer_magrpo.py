@@ -1,14 +1,13 @@
 """The ``magrpo`` trainer mode: MAGRPO driven from Hydra (``python -m verl_lite.main_ppo trainer.mode=magrpo``).
 
-The run's policy (built by the ``TaskRunner``) serves every agent with ``multi_agent.shared_policy``;
-otherwise agents 1..N-1 get worker groups of their own, built here from the same config. Tasks are the
+The run's policy (built by the ``TaskRunner``) serves every agent; agents with models of their own run
+through the Python API (``MAGRPOTrainer``). Tasks are the
 original rows of ``data.train_files`` / ``val_files``; formatters, the reward function and the external
 transition are functions named by file, like ``reward.custom_reward_function``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ def magrpo_args(config: Any) -> MAGRPOConfig:
         eval_num_samples=ma.eval_num_samples,
         eval_batch_size=ma.eval_batch_size,
         logging_steps=ma.logging_steps,
-        shared_policy=ma.shared_policy,
+        shared_policy=True,
         output_dir=config.trainer.run_path,
     )
 
@@ -84,15 +83,10 @@ class MAGRPOModeTrainer(PPOTrainer):
         formatters = agent_formatters(
             formatters[0] if len(formatters) == 1 else (formatters or None), args.num_agents
         )
-        groups = [self.groups] + [
-            self._own_groups() for _ in range(args.num_agents - 1) if not args.shared_policy
-        ]
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
-        agents = [
-            Agent(groups[i % len(groups)], tokenizer, cfg, formatters[i]) for i in range(args.num_agents)
-        ]
+        agents = [Agent(self.groups, tokenizer, cfg, formatters[i]) for i in range(args.num_agents)]
         loop = MultiAgentLoop(args, agents, self.kv, functions)
         logger = MetricsLogger(args, None, tracker=self.tracker)
         train_rows = [self.train_batches.dataset[i]["row"] for i in range(len(self.train_batches.dataset))]
@@ -103,37 +97,19 @@ class MAGRPOModeTrainer(PPOTrainer):
         # trainer.total_training_steps caps the run in training tasks (one task per step)
         limit = cfg.trainer.total_training_steps or args.num_train_epochs * len(train_rows)
         env_step = tasks_done = 0
-        try:
-            for epoch in range(args.num_train_epochs):
-                for index, item in enumerate(train_rows):
-                    if tasks_done >= limit:
-                        break
-                    if val_rows and eval_due(tasks_done, index, args.eval_interval):
-                        metrics, records = loop.evaluate(val_rows, env_step)
-                        logger.log_eval(metrics, env_step, records)
-                        self.history.append({"step": env_step, **metrics})
-                    metrics = loop.train_task(item, tasks_done + 1)
-                    env_step += args.num_generations * args.num_turns
-                    tasks_done += 1
-                    metrics.update(epoch=float(epoch), task=float(tasks_done))
-                    if logger.log_train(metrics, env_step):
-                        self.history.append({"step": env_step, **metrics})
-        finally:
-            for own in groups[1:]:
-                own.agent_loop.shutdown()
-                for group in {id(g): g for g in (own.actor, own.rollout)}.values():
-                    group.kill()
-            for manager in getattr(self, "_managers", []):
-                manager.release()
+        for epoch in range(args.num_train_epochs):
+            for index, item in enumerate(train_rows):
+                if tasks_done >= limit:
+                    break
+                if val_rows and eval_due(tasks_done, index, args.eval_interval):
+                    metrics, records = loop.evaluate(val_rows, env_step)
+                    logger.log_eval(metrics, env_step, records)
+                    self.history.append({"step": env_step, **metrics})
+                metrics = loop.train_task(item, tasks_done + 1)
+                env_step += args.num_generations * args.num_turns
+                tasks_done += 1
+                metrics.update(epoch=float(epoch), task=float(tasks_done))
+                if logger.log_train(metrics, env_step):
+                    self.history.append({"step": env_step, **metrics})
         self.on_train_end()
         return self.history
-
-    def _own_groups(self) -> Any:
-        """Worker groups of one more copy of the policy, on a pool of its own."""
-        from verl_lite.trainer.task_runner import build_resource_manager, build_worker_groups
-
-        config = replace(self.config)
-        manager = build_resource_manager(config)
-        manager.create_resource_pool()
-        self._managers = [*getattr(self, "_managers", []), manager]
-        return build_worker_groups(config, manager)
