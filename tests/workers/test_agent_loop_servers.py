@@ -16,7 +16,8 @@ from verl_lite.workers.rollout.server import TokenOutput
 
 
 class EchoServer:
-    """Answers a request with its own pid; the request id "<...>-die-<...>" makes it SIGKILL itself first.
+    """Answers a request with its id (one token per character); an id "<...>-die-<...>" makes it SIGKILL
+    itself first.
 
     It speaks the rollout worker's ``generate`` protocol (a list of requests, replies streamed).
     """
@@ -29,7 +30,8 @@ class EchoServer:
             if "-die-" in request.request_id and not os.path.exists(self.marker):
                 open(self.marker, "w").close()  # only the first incarnation dies
                 os.kill(os.getpid(), signal.SIGKILL)
-            return TokenOutput([os.getpid()], [0.0], "stop", 0), request.request_id
+            ids = [ord(c) for c in request.request_id]
+            return TokenOutput(ids, [0.0] * len(ids), "stop", 0)
 
         async for finished in serve_requests(one, requests):
             yield finished
@@ -53,14 +55,16 @@ def servers(ray_local, tmp_path):
         ray.kill(actor)
 
 
-def ask(pool: LeastLoadedServers, prefix: str):
-    return StickyClient(pool, prefix).generate([1, 2], SamplingConfig(), 4)
+async def ask(pool: LeastLoadedServers, prefix: str) -> str:
+    """The id of the request that reached a server, for a trajectory ``prefix``'s first turn."""
+    out = await StickyClient(pool, prefix).generate([1, 2], SamplingConfig(), 64)
+    return "".join(map(chr, out.token_ids))
 
 
 def test_a_request_whose_server_died_is_resent_to_the_live_one_with_its_id(servers):
     async def scenario():
         pool = servers(2)  # the first request goes to server 0 (ties: the lowest index)
-        _, request_id = await ask(pool, "traj-die")
+        request_id = await ask(pool, "traj-die")
         assert request_id == "traj-die-0" and pool.retried == 1
         for _ in range(40):  # the watcher finds server 0 gone for good (max_restarts=0)
             if pool.dead:
@@ -76,7 +80,7 @@ def test_a_request_whose_server_died_is_resent_to_the_live_one_with_its_id(serve
 def test_a_request_waits_for_the_restarted_server_when_it_was_the_only_one(servers):
     async def scenario():
         pool = servers(1, max_restarts=1)
-        _, request_id = await ask(pool, "traj-die")
+        request_id = await ask(pool, "traj-die")
         return pool, request_id
 
     pool, request_id = asyncio.run(scenario())
