@@ -85,15 +85,17 @@ def test_wandb_offline_run_holds_train_and_eval_metrics_against_env_step(length_
 
 @pytest.fixture(scope="module")
 def two_turns(tmp_path_factory):
-    """main_ppo, trainer.mode=magrpo: 2 epochs of 3 tasks of 2 turns x 4 joint samples, one shared policy."""
+    """main_ppo, trainer.mode=magrpo: 6 tasks (epochs of 4) of 2 turns x 4 joint samples, one shared policy."""
     out = tmp_path_factory.mktemp("two_turns")
-    tasks = out / "tasks3.parquet"
-    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(3).to_parquet(tasks)
+    tasks = out / "tasks4.parquet"
+    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(4).to_parquet(tasks)
     history = train(
         out,
         "trainer.mode=magrpo",
         f"data.train_files={tasks}",
+        f"data.val_files={os.path.join(EMBEDDED_DATA, 'val.parquet')}",
         "trainer.total_epochs=2",
+        "trainer.total_training_steps=6",
         "data.max_response_length=12",
         "multi_agent.num_agents=2",
         "multi_agent.num_turns=2",
@@ -103,7 +105,7 @@ def two_turns(tmp_path_factory):
         "multi_agent.reward_scale=10.0",
         f"multi_agent.external_transition.path={TASK}",
         "multi_agent.external_transition.name=external_transition",
-        "multi_agent.eval_interval=4",
+        "multi_agent.eval_interval=3",
         "multi_agent.eval_num_samples=2",
         "multi_agent.eval_batch_size=2",
         "multi_agent.logging_steps=16",
@@ -127,7 +129,7 @@ def test_two_turn_tasks_log_per_turn_and_gate_logs_by_env_step(two_turns):
 def test_two_turn_evaluation_sees_the_external_transition(two_turns):
     out, history = two_turns
     evals = [h["step"] for h in history if "eval/turn_2/reward_mean" in h]
-    # before task 0 of each epoch (after 0 and 3 tasks) and after 4 tasks (eval_interval=4)
+    # before task 0 of each epoch (after 0 and 4 tasks) and after 3 tasks (eval_interval=3)
     assert evals == [0, 24, 32]
     record = json.loads((out / "grpo_tiny" / "eval" / "env_step_24.json").read_text())
     assert len(record["batch_items"]) == 2  # eval_num_samples
