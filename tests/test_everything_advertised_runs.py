@@ -78,7 +78,7 @@ def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
 class _Module:
     """One test file: its module-level assignments, its functions and which of them start runs."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, follow_imports: bool = True):
         self.tree = ast.parse(path.read_text(), filename=str(path))
         self.assigned = {
             target.id: node.value
@@ -90,6 +90,19 @@ class _Module:
         self.functions = {
             node.name: node for node in ast.walk(self.tree) if isinstance(node, ast.FunctionDef)
         }
+        # Constants and helper functions imported from other test modules (tests.trainer.helpers):
+        # name -> (the module that defines it, its node).
+        self.imported: dict[str, tuple[_Module, ast.AST]] = {}
+        for node in self.tree.body if follow_imports else []:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+                source = ROOT.joinpath(*node.module.split(".")).with_suffix(".py")
+                if not source.is_file():
+                    continue
+                other = _Module(source, follow_imports=False)
+                for alias in node.names:
+                    found = other.assigned.get(alias.name) or other.functions.get(alias.name)
+                    if found is not None:
+                        self.imported[alias.asname or alias.name] = (other, found)
         # Helpers that start runs themselves count as run calls (to a fixed point).
         self.runners = set(RUN_CALLS)
         while True:
@@ -120,16 +133,16 @@ def _name(func: ast.expr) -> str:
 class _Scope:
     """Resolves an expression inside one function to the strings it can hold."""
 
-    def __init__(self, module: _Module, fn: ast.FunctionDef):
+    def __init__(self, module: _Module, fn: ast.FunctionDef | None):
         self.module = module
         self.local = {
             target.id: node.value
-            for node in ast.walk(fn)
+            for node in (ast.walk(fn) if fn is not None else ())
             if isinstance(node, ast.Assign)
             for target in node.targets
             if isinstance(target, ast.Name)
         }
-        self.params = _parametrized(fn)
+        self.params = _parametrized(fn) if fn is not None else {}
 
     def strings(self, node: ast.expr, depth: int = 0) -> set[str]:
         if depth > 12:
@@ -155,8 +168,18 @@ class _Scope:
             return self.strings(node.left, deeper) | self.strings(node.right, deeper)
         if isinstance(node, ast.Call):
             inner = [*node.args, *(k.value for k in node.keywords)]
-            return set().union(*(self.strings(a, deeper) for a in inner)) if inner else set()
+            out = set().union(*(self.strings(a, deeper) for a in inner)) if inner else set()
+            return out | self._returned(_name(node.func), deeper)
         return set()
+
+    def _returned(self, name: str, depth: int) -> set[str]:
+        """The strings a helper imported from another test module returns (``joining(cluster)``)."""
+        module, fn = self.module.imported.get(name, (None, None))
+        if not isinstance(fn, ast.FunctionDef):
+            return set()
+        scope = _Scope(module, fn)
+        returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+        return set().union(*(scope.strings(r, depth) for r in returns)) if returns else set()
 
     def values(self, node: ast.expr, depth: int) -> set[str]:
         if not isinstance(node, ast.Name):
@@ -164,7 +187,12 @@ class _Scope:
         if node.id in self.params:
             return self.params[node.id]
         source = self.local.get(node.id, self.module.assigned.get(node.id))
-        return self.strings(source, depth) if source is not None else set()
+        if source is not None:
+            return self.strings(source, depth)
+        module, found = self.module.imported.get(node.id, (None, None))
+        if module is not None and not isinstance(found, ast.FunctionDef):
+            return _Scope(module, None).strings(found, depth)
+        return set()
 
 
 def _parametrized(fn: ast.FunctionDef) -> dict[str, set[str]]:
