@@ -9,7 +9,6 @@ method (e.g. ``init_model``) rather than ``__init__``: every rank must exist bef
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,14 +91,3 @@ class Worker:
 
     def _vl_local_rank(self) -> int:
         return self._local_rank
-
-
-def node_address_and_free_port() -> tuple[str, int]:
-    """Return this node's IP address and a TCP port that is free on it right now."""
-    import ray
-
-    address = ray.util.get_node_ip_address() if ray.is_initialized() else socket.gethostbyname("localhost")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        port = sock.getsockname()[1]
-    return address, port

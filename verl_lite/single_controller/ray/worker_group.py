@@ -16,8 +16,9 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from verl_lite.single_controller.decorator import Execute, MethodSpec, get_method_spec
 from verl_lite.single_controller.dispatch import DispatchPlan
 from verl_lite.single_controller.ray.resource_pool import RayResourcePool
-from verl_lite.single_controller.worker import MeshRank, node_address_and_free_port
+from verl_lite.single_controller.worker import MeshRank
 from verl_lite.transport import pack_tree, unpack_tree
+from verl_lite.utils.network import node_address_and_free_port
 
 # Arguments shared by several ranks and bigger than this are put in the object store once.
 _SHARED_ARG_PUT_BYTES = 100 * 1024
