@@ -10,8 +10,8 @@ import ray
 from tests.trainer.helpers import STANDALONE, joining, train
 
 
-def test_grpo_three_steps_with_hf_rollout(tmp_path):
-    history = train(tmp_path, "trainer.total_training_steps=3")
+def test_grpo_three_steps_with_hf_rollout(tmp_path, cluster):
+    history = train(tmp_path, *joining(cluster), "trainer.total_training_steps=3")
     steps = [h for h in history if h["step"] > 0]
     assert [h["step"] for h in steps] == [1, 2, 3]
     for h in steps:
@@ -22,9 +22,10 @@ def test_grpo_three_steps_with_hf_rollout(tmp_path):
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
 
 
-def test_grpo_with_standalone_hf_rollout_servers_two_steps(tmp_path):
+def test_grpo_with_standalone_hf_rollout_servers_two_steps(tmp_path, cluster):
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         *STANDALONE,
     )
@@ -35,9 +36,10 @@ def test_grpo_with_standalone_hf_rollout_servers_two_steps(tmp_path):
         assert h["update_weights/bytes"] > 0 and h["kv/controller_bytes_read"] == 0
 
 
-def test_ppo_with_gae_and_a_critic_two_steps(tmp_path):
+def test_ppo_with_gae_and_a_critic_two_steps(tmp_path, cluster):
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         "algorithm.adv_estimator=gae",
         "algorithm.lam=0.95",
@@ -49,7 +51,7 @@ def test_ppo_with_gae_and_a_critic_two_steps(tmp_path):
     assert "critic/vf_explained_var" in last
 
 
-def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path):
+def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path, cluster):
     reward = tmp_path / "flaky_reward.py"
     reward.write_text(
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
@@ -59,6 +61,7 @@ def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path):
     )
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         f"reward.custom_reward_function.path={reward}",
         "reward.custom_reward_function.name=compute_score",
@@ -67,7 +70,7 @@ def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path):
     assert sum(h["rollout_failure/evicted"] for h in history) > 0
 
 
-def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tmp_path):
+def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tmp_path, cluster):
     reward = tmp_path / "dead_judge.py"
     reward.write_text(
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
@@ -77,6 +80,7 @@ def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tm
     with pytest.raises(Exception) as info:
         train(
             tmp_path,
+            *joining(cluster),
             "trainer.total_training_steps=3",
             f"reward.custom_reward_function.path={reward}",
             "trainer.sample_timeout_s=600",
@@ -119,24 +123,25 @@ def test_two_node_cluster_runs_actor_dp2_across_nodes(tmp_path):
         cluster.shutdown()
 
 
-def test_val_only_validates_once_and_trains_nothing(tmp_path):
+def test_val_only_validates_once_and_trains_nothing(tmp_path, cluster):
     import pandas as pd
 
     from verl_lite.trainer.validation import EMBEDDED_DATA
 
     val = tmp_path / "val8.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "val.parquet")).head(8).to_parquet(val)
-    history = train(tmp_path, "trainer.val_only=true", f"data.val_files={val}")
+    history = train(tmp_path, *joining(cluster), "trainer.val_only=true", f"data.val_files={val}")
     assert len(history) == 1 and history[0]["step"] == 0
     assert 0.0 <= history[0]["val-core/synthetic_arith/acc/mean@1"] <= 1.0
     assert not any(key.startswith("actor/") for key in history[0])
 
 
-def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path):
+def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path, cluster):
     # FAST is one on-policy pass (one epoch, one mini-batch): auto skips the separate forward.
-    skipped = train(tmp_path / "auto", "trainer.total_training_steps=1")[-1]
+    skipped = train(tmp_path / "auto", *joining(cluster), "trainer.total_training_steps=1")[-1]
     recomputed = train(
         tmp_path / "recompute",
+        *joining(cluster),
         "trainer.total_training_steps=1",
         "actor_rollout_ref.actor.old_log_prob=recompute",
     )[-1]
@@ -152,7 +157,7 @@ def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path):
     assert skipped["training/rollout_probs_diff_mean"] < 1e-4
 
 
-def test_remax_subtracts_each_prompts_greedy_score_two_steps(tmp_path):
+def test_remax_subtracts_each_prompts_greedy_score_two_steps(tmp_path, cluster):
     # The reward is the prompt's index parity, whatever the response says: every sample of a prompt
     # scores exactly what its greedy response scores, so ReMax's advantages are all 0 while the
     # baselines differ between prompts. A missing, mis-aligned or differently scored baseline
@@ -164,6 +169,7 @@ def test_remax_subtracts_each_prompts_greedy_score_two_steps(tmp_path):
     )
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         "algorithm.adv_estimator=remax",
         "actor_rollout_ref.rollout.n=2",

@@ -6,18 +6,19 @@ import os
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations, train
+from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations, joining, train
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
 ACTOR = "actor_rollout_ref.actor"
 
 
-def test_tis_and_rejection_run_through_main_ppo_and_report_their_metrics(tmp_path):
+def test_tis_and_rejection_run_through_main_ppo_and_report_their_metrics(tmp_path, cluster):
     # Sync hf rollout on CPU samples with the actor's own weights: every ratio is 1 up to float noise,
     # so the weights stay near 1 and a wide geometric band rejects nothing, while the update trains.
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         f"{ACTOR}.rollout_is=token",
         f"{ACTOR}.rollout_is_threshold=1.5",
@@ -34,10 +35,11 @@ def test_tis_and_rejection_run_through_main_ppo_and_report_their_metrics(tmp_pat
         assert h["actor/grad_norm"] > 0 and math.isfinite(h["actor/pg_loss"])
 
 
-def test_sequence_rejection_with_an_empty_band_masks_every_trajectory(tmp_path):
+def test_sequence_rejection_with_an_empty_band_masks_every_trajectory(tmp_path, cluster):
     # The band [1.01, 1.02] excludes ratio 1: every trajectory is rejected, so no token carries a loss.
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=1",
         f"{ACTOR}.rollout_is=sequence",
         f"{ACTOR}.rollout_rs=sequence",
@@ -59,10 +61,11 @@ CRASHING_MODE = crashing_mode(
 )
 
 
-def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(tmp_path):
+def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(tmp_path, cluster):
     dumps = tmp_path / "dumps"
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.mode=one_step_off",
         *STANDALONE,
         "trainer.total_training_steps=3",
@@ -90,7 +93,7 @@ def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(t
     assert all(len({row["step"] for row in steps[s]}) == 1 for s in steps)
 
 
-def test_one_step_off_resumes_with_the_prefetched_batch_and_trains_each_prompt_once(tmp_path):
+def test_one_step_off_resumes_with_the_prefetched_batch_and_trains_each_prompt_once(tmp_path, cluster):
     data = tmp_path / "train8.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(8).to_parquet(data)
     crash = tmp_path / "crash_mode.py"
@@ -105,9 +108,15 @@ def test_one_step_off_resumes_with_the_prefetched_batch_and_trains_each_prompt_o
         f"trainer.rollout_data_dir={dumps}",
     ]
     with pytest.raises(Exception, match="simulated crash after step 2"):
-        train(run_dir, *common, f"trainer.extensions=[{crash}]", "trainer.mode=one_step_off_crash_after_2")
+        train(
+            run_dir,
+            *joining(cluster),
+            *common,
+            f"trainer.extensions=[{crash}]",
+            "trainer.mode=one_step_off_crash_after_2",
+        )
     # the checkpoint of step 2 holds step 3's batch, generated during step 2 (uids submitted at step 2)
-    resumed = train(run_dir, *common, "trainer.mode=one_step_off")
+    resumed = train(run_dir, *joining(cluster), *common, "trainer.mode=one_step_off")
     assert [h["step"] for h in resumed] == [1, 2, 3]
     assert resumed[-1]["async/staleness/max"] == 1.0
     steps = dumped_generations(dumps)

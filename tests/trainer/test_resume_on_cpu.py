@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import FAST, compose_config, crashing_mode, train
+from tests.trainer.helpers import FAST, compose_config, crashing_mode, joining, train
 from verl_lite.main_ppo import load_config
 from verl_lite.trainer.checkpoint import COMPLETE_MARKER, checkpoint_damage, complete_checkpoints
 from verl_lite.trainer.validation import EMBEDDED_DATA
@@ -66,8 +66,8 @@ def eight_prompts(tmp_path):
     return f"data.train_files={path}"
 
 
-def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts):
-    full = train(tmp_path / "full", eight_prompts, *COMMON)
+def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts, cluster):
+    full = train(tmp_path / "full", *joining(cluster), eight_prompts, *COMMON)
     assert [h["step"] for h in full] == [1, 2, 3, 4, 5, 6]
     assert [h["training/epoch"] for h in full] == [0, 0, 1, 1, 2, 2]
     full_ckpts = tmp_path / "full" / "grpo_tiny" / "checkpoints"
@@ -77,14 +77,21 @@ def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts):
     crash.write_text(CRASHING_MODE)
     run_dir = tmp_path / "crashed"
     with pytest.raises(Exception, match="simulated crash after step 3"):
-        train(run_dir, eight_prompts, *COMMON, f"trainer.extensions=[{crash}]", "trainer.mode=crash_after_3")
+        train(
+            run_dir,
+            *joining(cluster),
+            eight_prompts,
+            *COMMON,
+            f"trainer.extensions=[{crash}]",
+            "trainer.mode=crash_after_3",
+        )
     ckpts = run_dir / "grpo_tiny" / "checkpoints"
     assert [step for step, _ in complete_checkpoints(ckpts)] == [2]
     # Leftovers of a crash during a later save: neither may be picked by resume_mode=auto.
     (ckpts / "global_step_3.partial" / "actor").mkdir(parents=True)
     (ckpts / "global_step_4" / "actor").mkdir(parents=True)
 
-    resumed = train(run_dir, eight_prompts, *COMMON)  # resume_mode=auto is the default
+    resumed = train(run_dir, *joining(cluster), eight_prompts, *COMMON)  # resume_mode=auto is the default
     assert [h["step"] for h in resumed] == [
         1,
         2,
@@ -102,6 +109,7 @@ def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts):
     # resume_path: continue from a named checkpoint (mid-run, after step 4) into a fresh run folder.
     named = train(
         tmp_path / "named",
+        *joining(cluster),
         eight_prompts,
         *COMMON,
         "trainer.resume_mode=resume_path",
@@ -111,9 +119,9 @@ def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts):
 
 
 def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_before_ray_starts(
-    tmp_path, capsys
+    tmp_path, capsys, cluster
 ):
-    first = train(tmp_path, "trainer.total_training_steps=2", "trainer.save_freq=1")
+    first = train(tmp_path, *joining(cluster), "trainer.total_training_steps=2", "trainer.save_freq=1")
     ckpts = tmp_path / "grpo_tiny" / "checkpoints"
     step1, step2 = ckpts / "global_step_1", ckpts / "global_step_2"
     shard = step2 / "actor" / "__0_0.distcp"
@@ -132,7 +140,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
         f"verl_lite: checkpoint {str(step2)!r} is damaged: {str(shard)!r} is truncated ("
     ), notice
     assert notice[0].endswith(f"; resuming from the older {str(step1)!r} instead.")
-    resumed = train(tmp_path, "trainer.total_training_steps=2", "trainer.save_freq=1")
+    resumed = train(tmp_path, *joining(cluster), "trainer.total_training_steps=2", "trainer.save_freq=1")
     assert [h["step"] for h in resumed] == [1, 2]
     assert resumed[0] == first[0]  # step 1 (timings too) came from the step-1 checkpoint: not a fresh start
     assert checkpoint_damage(str(step2)) is None  # step 2 was trained again and saved whole
@@ -171,7 +179,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
         )
 
 
-def test_a_lora_run_with_packed_rows_resumes_with_the_same_metrics(tmp_path):
+def test_a_lora_run_with_packed_rows_resumes_with_the_same_metrics(tmp_path, cluster):
     # The checkpoint holds only the adapters and their optimizer state; the base comes from model.path.
     lora = [
         "actor_rollout_ref.model.lora_rank=4",
@@ -181,9 +189,13 @@ def test_a_lora_run_with_packed_rows_resumes_with_the_same_metrics(tmp_path):
         "trainer.total_training_steps=3",
         "trainer.save_freq=1",
     ]
-    full = train(tmp_path / "full", *lora)
+    full = train(tmp_path / "full", *joining(cluster), *lora)
     step1 = tmp_path / "full" / "grpo_tiny" / "checkpoints" / "global_step_1"
     resumed = train(
-        tmp_path / "resumed", *lora, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step1}"
+        tmp_path / "resumed",
+        *joining(cluster),
+        *lora,
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={step1}",
     )
     assert _differences(resumed, full, {2, 3}) == {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.trainer.helpers import train
+from tests.trainer.helpers import joining, train
 from verl_lite.workers.tools.chat_template import TOOL_CHAT_TEMPLATE
 
 ARR = "actor_rollout_ref"
@@ -20,12 +20,13 @@ AGENT_MODEL = PACKAGE / "assets" / "tiny_agent_model"
 TOOL_DATA = PACKAGE / "assets" / "synthetic_tools"
 
 
-def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path):
+def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path, cluster):
     # the calculator task's rows (agent_name=tool_agent, data_source=synthetic_calc) and its agent model,
     # whose tokenizer carries the tools-capable chat template
     assert (AGENT_MODEL / "chat_template.jinja").read_text() == TOOL_CHAT_TEMPLATE
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         f"trainer.extensions=[{POLICY}]",
         f"{ARR}.model.path={AGENT_MODEL}",
@@ -64,11 +65,12 @@ def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path
         assert h["kv/controller_bytes_read"] == 0
 
 
-def test_agent_tiny_config_calls_the_calculator_with_the_shipped_agent_model(tmp_path):
+def test_agent_tiny_config_calls_the_calculator_with_the_shipped_agent_model(tmp_path, cluster):
     # --config-name agent_tiny: the tool task, the agent model and the tool loop come from the config
     # alone; only the FAST sizes (and the response budget the tool turns need) are overridden
     history = train(
         tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         "data.max_response_length=256",
         "trainer.val_before_train=true",
