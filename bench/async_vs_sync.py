@@ -9,9 +9,10 @@ sync (and partial rollout) after every update. Every process
 gets ``--threads`` torch threads, so on a 2-core machine with one thread each the rollout server and
 the trainer can each have a core. Samples per second = trained trajectories / the summed
 ``timing_s/step`` (start-up and the final validation excluded); accuracy = the greedy validation
-after the last step.
+after the last step; with several ``--seeds`` the samples and loop times add up and the accuracies
+are averaged (each seed's is listed).
 
-    .venv/bin/python bench/async_vs_sync.py --steps 12 --prompts 8 --n 4
+    .venv/bin/python bench/async_vs_sync.py --steps 30 --prompts 8 --n 4 --seeds 0 1 2 3
 """
 
 from __future__ import annotations
@@ -48,20 +49,22 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max_response_length", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--threads", type=int, default=1, help="torch threads of every process")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="data seeds; every mode runs once per seed"
+    )
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     p.add_argument("--timeout_s", type=float, default=1200.0, help="per mode")
     p.add_argument("--markdown", help="also write the tables to this file (a docs/benchmarks.md fragment)")
     return p.parse_args()
 
 
-def overrides(args: argparse.Namespace, run_dir: Path) -> list[str]:
-    """The main_ppo overrides both modes share."""
+def overrides(args: argparse.Namespace, seed: int, run_dir: Path) -> list[str]:
+    """The main_ppo overrides every mode shares."""
     batch = args.prompts * args.n
     return [
         f"data.train_batch_size={args.prompts}",
         f"data.max_response_length={args.max_response_length}",
-        f"data.seed={args.seed}",
+        f"data.seed={seed}",
         f"actor_rollout_ref.rollout.n={args.n}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={args.prompts}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch}",
@@ -81,9 +84,9 @@ def overrides(args: argparse.Namespace, run_dir: Path) -> list[str]:
     ]
 
 
-def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict:
+def run_mode(mode: str, seed: int, args: argparse.Namespace, work: Path) -> dict:
     """One main_ppo run of ``mode``; its throughput, accuracy and mean staleness, or ``{"status": why not}``."""
-    run_dir = work / mode
+    run_dir = work / f"{mode}-seed{seed}"
     env = dict(
         os.environ,
         OMP_NUM_THREADS=str(args.threads),
@@ -93,8 +96,8 @@ def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict:
         TOKENIZERS_PARALLELISM="false",
         PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     )
-    cmd = [sys.executable, "-m", "verl_lite.main_ppo", *overrides(args, run_dir), *MODES[mode]]
-    log = work / f"{mode}.log"
+    cmd = [sys.executable, "-m", "verl_lite.main_ppo", *overrides(args, seed, run_dir), *MODES[mode]]
+    log = work / f"{mode}-seed{seed}.log"
     start = time.perf_counter()
     with open(log, "w") as handle:
         try:
@@ -130,23 +133,50 @@ def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict:
     }
 
 
+def combine(runs: list[dict]) -> dict:
+    """One mode's runs over the seeds: summed samples and loop time, mean accuracy, staleness and phases."""
+    if any(r["status"] != "ok" for r in runs):
+        return next(r for r in runs if r["status"] != "ok")
+
+    def mean(key: str) -> float:
+        return sum(r[key] for r in runs) / len(runs)
+
+    samples, loop_s = sum(r["samples"] for r in runs), sum(r["loop_s"] for r in runs)
+    return {
+        "status": "ok",
+        "samples": samples,
+        "loop_s": loop_s,
+        "samples_per_s": samples / loop_s,
+        "accuracy": mean("accuracy"),
+        "accuracies": [r["accuracy"] for r in runs],
+        "staleness": mean("staleness"),
+        "idle_s": mean("idle_s"),
+        "rollout_idle_s": mean("rollout_idle_s"),
+        "partial": mean("partial"),
+        "phases": {k: sum(r["phases"].get(k, 0.0) for r in runs) / len(runs) for k in runs[0]["phases"]},
+    }
+
+
 def table(results: dict[str, dict]) -> str:
-    """The markdown table of the runs, with each mode's speed relative to sync."""
-    base = results.get("sync", {}).get("samples_per_s")
+    """The markdown table of the runs, with each mode's speed and accuracy relative to sync's."""
+    sync = results.get("sync", {})
+    base = sync.get("samples_per_s")
     lines = [
-        "| mode | samples | loop s | samples/s | vs sync | val acc | mean staleness | trainer idle s "
-        "| rollout idle s | partial |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mode | samples | loop s | samples/s | vs sync | val acc (mean) | vs sync | val acc per seed "
+        "| mean staleness | trainer idle s | rollout idle s | partial |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, r in results.items():
         if r["status"] != "ok":
-            lines.append(f"| {mode} | {r['status'].splitlines()[0]} | | | | | | | | |")
+            lines.append(f"| {mode} | {r['status'].splitlines()[0]} |" + " |" * 10)
             continue
         ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
+        gap = f"{100 * (r['accuracy'] - sync['accuracy']):+.1f} pt" if base else "-"
+        seeds = " / ".join(f"{a:.3f}" for a in r["accuracies"])
         lines.append(
             f"| {mode} | {r['samples']} | {r['loop_s']:.1f} | {r['samples_per_s']:.2f} | {ratio} | "
-            f"{r['accuracy']:.3f} | {r['staleness']:.2f} | {r['idle_s']:.1f} | {r['rollout_idle_s']:.1f} | "
-            f"{r['partial']:.2f} |"
+            f"{r['accuracy']:.3f} | {gap} | {seeds} | {r['staleness']:.2f} | {r['idle_s']:.1f} | "
+            f"{r['rollout_idle_s']:.1f} | {r['partial']:.2f} |"
         )
     phases = sorted({k for r in results.values() if r["status"] == "ok" for k in r["phases"]})
     lines += ["", "Mean seconds per step (`timing_s/*`):", ""]
@@ -159,19 +189,22 @@ def table(results: dict[str, dict]) -> str:
 
 def main() -> None:
     args = parse_args()
-    results = {}
+    runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
     start_load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="async_vs_sync_") as tmp:
-        for mode in args.modes:
-            print(f"running {mode} ...", flush=True)
-            results[mode] = run_mode(mode, args, Path(tmp))
-            if results[mode]["status"] != "ok":
-                print(results[mode]["status"], flush=True)
+        # seed by seed, every mode in turn: a change of machine load spreads over all modes alike
+        for seed in args.seeds:
+            for mode in args.modes:
+                print(f"running {mode} (seed {seed}) ...", flush=True)
+                runs[mode].append(run_mode(mode, seed, args, Path(tmp)))
+                if runs[mode][-1]["status"] != "ok":
+                    print(runs[mode][-1]["status"], flush=True)
+    results = {mode: combine(r) for mode, r in runs.items()}
     load = os.getloadavg()[0]
     note = (
         f"{args.steps} steps x {args.prompts} prompts x n={args.n}, responses <= {args.max_response_length} "
-        f"tokens, {args.threads} thread(s) a process, one standalone hf rollout server; 1-min load average "
-        f"{start_load:.1f} at the start, {load:.1f} at the end."
+        f"tokens, data seeds {args.seeds}, {args.threads} thread(s) a process, one standalone hf rollout "
+        f"server; 1-min load average {start_load:.1f} at the start, {load:.1f} at the end."
     )
     print(f"\n{note}\n\n{table(results)}")
     if args.markdown:
