@@ -12,7 +12,7 @@ the trainer can each have a core. Samples per second = trained trajectories / th
 after the last step; with several ``--seeds`` the samples and loop times add up and the accuracies
 are averaged (each seed's is listed).
 
-    .venv/bin/python bench/async_vs_sync.py --steps 30 --prompts 8 --n 4 --seeds 0 1 2 3
+    .venv/bin/python bench/async_vs_sync.py --steps 30 --prompts 8 --n 4 --seeds 2 3 4 5
 """
 
 from __future__ import annotations
