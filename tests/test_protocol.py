@@ -75,6 +75,21 @@ def test_jagged_padded_round_trip_with_mask():
     assert torch.equal(back.values(), jagged.values()) and torch.equal(back.offsets(), jagged.offsets())
 
 
+def test_to_jagged_from_tensors_and_from_lists_equals_torch_nested_tensor():
+    rows = [torch.tensor([1, 2, 3]), torch.tensor([], dtype=torch.long), torch.tensor([4, 5])]
+    expected = torch.nested.nested_tensor(rows, layout=torch.jagged)
+    for built in (to_jagged(rows), to_jagged([r.tolist() for r in rows], torch.long)):
+        assert built.dtype == torch.long
+        assert torch.equal(built.offsets(), expected.offsets())
+        assert [r.tolist() for r in built.unbind()] == [[1, 2, 3], [], [4, 5]]
+    two_d = to_jagged([torch.zeros(2, 4), torch.ones(1, 4)])  # (len, ...) rows keep their trailing dims
+    assert [tuple(r.shape) for r in two_d.unbind()] == [(2, 4), (1, 4)]
+    floats = to_jagged([[0.5], [1.5, 2.5]], torch.float32)
+    assert floats.dtype == torch.float32 and floats.values().tolist() == [0.5, 1.5, 2.5]
+    with pytest.raises(ValueError, match="at least one row"):
+        to_jagged([])
+
+
 def test_padded_from_jagged_refuses_to_cut_rows():
     with pytest.raises(ValueError, match="max_len=2 is shorter than the longest row \\(3\\)"):
         protocol.padded_from_jagged(to_jagged([torch.tensor([1, 2, 3])]), max_len=2)

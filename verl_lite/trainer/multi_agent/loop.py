@@ -216,7 +216,7 @@ class MultiAgentLoop:
         ids = [agent.tokenizer(t, add_special_tokens=False)["input_ids"] for t in templated]
         fields = TensorDict(
             {
-                "prompts": torch.nested.nested_tensor([torch.tensor(i) for i in ids], layout=torch.jagged),
+                "prompts": to_jagged(ids, torch.long),
                 "raw_prompt": non_tensor_rows(templated),
             },
             batch_size=[len(texts)],

@@ -19,7 +19,7 @@ from tensordict import TensorDict
 
 from verl_lite.algorithms import build_kl_controller, get_adv_estimator_needs
 from verl_lite.kv import KVBatchMeta
-from verl_lite.protocol import non_tensor_rows
+from verl_lite.protocol import non_tensor_rows, to_jagged
 from verl_lite.trainer.checkpoint import (
     CheckpointWriter,
     load_trainer_state,
@@ -229,7 +229,7 @@ class PPOTrainer:
             }
         )
         fields = TensorDict(
-            {"prompts": torch.nested.nested_tensor([it["prompt_ids"] for it in items], layout=torch.jagged)},
+            {"prompts": to_jagged([it["prompt_ids"] for it in items])},
             batch_size=[len(items)],
         )
         for name in ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name"):

@@ -281,12 +281,10 @@ class AgentLoopWorker:
     def _fields(self, ready: list[_Finished], results: list, baselines: list | None) -> dict[str, Any]:
         outputs = [f.output for f in ready]
         fields: dict[str, Any] = {
-            "prompts": to_jagged([torch.tensor(o.prompt_ids, dtype=torch.long) for o in outputs]),
-            "responses": to_jagged([torch.tensor(o.response_ids, dtype=torch.long) for o in outputs]),
-            "response_mask": to_jagged([torch.tensor(o.response_mask, dtype=torch.int64) for o in outputs]),
-            "rollout_log_probs": to_jagged(
-                [torch.tensor(o.response_log_probs, dtype=torch.float32) for o in outputs]
-            ),
+            "prompts": to_jagged([o.prompt_ids for o in outputs], torch.long),
+            "responses": to_jagged([o.response_ids for o in outputs], torch.long),
+            "response_mask": to_jagged([o.response_mask for o in outputs], torch.int64),
+            "rollout_log_probs": to_jagged([o.response_log_probs for o in outputs], torch.float32),
         }
         if results[0] is not None:
             fields["token_level_scores"] = to_jagged(
