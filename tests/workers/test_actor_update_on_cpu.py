@@ -121,3 +121,15 @@ def test_update_is_the_same_for_any_micro_batch_count_or_token_budget(tiny_model
     )
     assert_gradients_match(one, four)
     assert_gradients_match(budget, four)
+
+
+def test_entropy_keeps_a_graph_only_when_the_loss_uses_it():
+    logits = torch.randn(2, 6, 11, requires_grad=True)
+    inputs = {"responses": torch.ones(2, 3, dtype=torch.long)}
+    for in_loss in (True, False):
+        log_prob, entropy = response_log_probs_and_entropy(
+            logits, inputs, with_entropy=True, entropy_requires_grad=in_loss
+        )
+        assert log_prob.requires_grad  # the policy loss always needs its graph
+        assert entropy.requires_grad is in_loss
+        assert entropy.shape == (2, 3)

@@ -249,7 +249,10 @@ class PolicyWorker(Worker):
 
         def compute(logits: torch.Tensor, mb: dict[str, torch.Tensor]):
             mask = mb["response_mask"].float()
-            log_prob, entropy = response_log_probs_and_entropy(logits, mb, temperature, with_entropy=True)
+            # without entropy_coeff the entropy is only a metric: no autograd graph for it
+            log_prob, entropy = response_log_probs_and_entropy(
+                logits, mb, temperature, with_entropy=True, entropy_requires_grad=bool(cfg.entropy_coeff)
+            )
             old_log_prob = mb.get("old_log_probs")
             # off-policy importance weights multiply each token's policy loss (not the entropy or KL terms)
             loss_agg = (

@@ -69,15 +69,21 @@ def response_log_probs_and_entropy(
     inputs: dict[str, torch.Tensor],
     temperature: float = 1.0,
     with_entropy: bool = False,
+    entropy_requires_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs (and entropy) of the response tokens of a padded micro-batch."""
+    """Per-token log-probs (and entropy) of the response tokens of a padded micro-batch.
+
+    With ``entropy_requires_grad=False`` the entropy is computed outside autograd: a metric that is not
+    in the loss then records no graph over the (batch, response, vocab) logits.
+    """
     responses = inputs["responses"]
     sliced = response_logits(logits, responses.shape[1])
     log_prob = log_probs_of(sliced, responses, temperature)
     entropy = None
     if with_entropy:
-        scaled = sliced / temperature if temperature != 1.0 else sliced
-        entropy = entropy_from_logits(scaled)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_requires_grad):
+            scaled = sliced / temperature if temperature != 1.0 else sliced
+            entropy = entropy_from_logits(scaled)
     return log_prob, entropy
 
 
