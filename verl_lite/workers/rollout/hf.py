@@ -197,7 +197,7 @@ class HFServer(RolloutServer):
     served. It does not sleep (``supports_sleep`` is False): its KV cache lives only inside each batch.
     """
 
-    # Seconds the gatherer waits for the queue to grow again before it runs a batch. The requests of one
+    # Seconds without a new request the gatherer waits for before it runs a batch. The requests of one
     # agent-loop worker's turn arrive together (``RolloutClient``); the window only has to catch the
     # other workers' calls, which come within a millisecond or two of each other.
     gather_window_s = 0.002
@@ -220,6 +220,7 @@ class HFServer(RolloutServer):
         self._model_lock = asyncio.Lock()  # one batch or one weight load at a time
         self._dispatcher: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_arrival = 0.0  # loop time of the newest queued request
 
     @property
     def load(self) -> int:
@@ -248,6 +249,7 @@ class HFServer(RolloutServer):
         self._in_flight += 1
         try:
             self._queue.append(request)
+            self._last_arrival = self._loop.time()
             self._arrived.set()
             return await request.future
         finally:
@@ -266,10 +268,12 @@ class HFServer(RolloutServer):
                     await self._run(batch)
 
     async def _gather(self) -> None:
-        seen = -1
-        while len(self._queue) != seen and len(self._queue) < self.config.max_num_seqs:
-            seen = len(self._queue)
-            await asyncio.sleep(self.gather_window_s)
+        # until no request has arrived for a whole window (the burst of one call ends it in one window)
+        while len(self._queue) < self.config.max_num_seqs:
+            quiet = self._loop.time() - self._last_arrival
+            if quiet >= self.gather_window_s:
+                return
+            await asyncio.sleep(self.gather_window_s - quiet)
 
     def _take_batch(self) -> list[_Request]:
         """The oldest request and the next queued ones with its key, up to ``max_num_seqs``."""
