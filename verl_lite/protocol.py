@@ -138,8 +138,13 @@ def to_jagged(rows: Sequence[torch.Tensor | Sequence], dtype: torch.dtype | None
     else:
         lengths = [len(r) for r in rows]
         values = torch.tensor([x for r in rows for x in r], dtype=dtype)
+    return _cut_into_rows(values, torch.tensor(lengths, dtype=torch.long))
+
+
+def _cut_into_rows(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The jagged tensor whose consecutive rows are ``values`` cut at the (batch,) ``lengths``."""
     offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
-    torch.cumsum(torch.tensor(lengths, dtype=torch.long), dim=0, out=offsets[1:])
+    torch.cumsum(lengths, dim=0, out=offsets[1:])
     return torch.nested.nested_tensor_from_jagged(values, offsets)
 
 
@@ -150,10 +155,8 @@ def jagged_from_padded(padded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     (right padding), so the mask must be a prefix of ones on every row.
     """
     lengths = mask.to(torch.long).sum(dim=1)
-    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
-    torch.cumsum(lengths, dim=0, out=offsets[1:])
     keep = torch.arange(padded.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
-    return torch.nested.nested_tensor_from_jagged(padded[keep], offsets)
+    return _cut_into_rows(padded[keep], lengths)
 
 
 def padded_from_jagged(
