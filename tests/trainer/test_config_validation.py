@@ -177,7 +177,7 @@ BAD_CONFIGS = [
     ),
     (
         ["actor_rollout_ref.rollout.agent.num_workers=0"],
-        "actor_rollout_ref.rollout.agent.num_workers=0 is not valid; use an integer >= 1",
+        "actor_rollout_ref.rollout.agent.num_workers=0 is not valid; use null or an integer >= 1",
     ),
     (
         ["actor_rollout_ref.rollout.agent.default_agent_loop=react"],

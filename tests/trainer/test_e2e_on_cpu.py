@@ -45,6 +45,8 @@ def test_ppo_with_gae_and_a_critic_two_steps(tmp_path, cluster):
         "algorithm.lam=0.95",
         "critic.critic.optim.warmup_steps=1",
         "trainer.experiment_name=ppo",
+        # hybrid with an agent-loop actor of its own (by default the servers' processes run the loops)
+        "actor_rollout_ref.rollout.agent.num_workers=1",
     )
     last = history[-1]
     assert last["step"] == 2 and "critic/vf_loss" in last and "critic/values/mean" in last

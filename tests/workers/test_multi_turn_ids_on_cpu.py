@@ -95,7 +95,7 @@ def served(kv_store):
     )
     manager = None
     try:
-        # the agent-loop worker starts (an actor of its own) while the server loads
+        # hybrid by default: the agent loops will run in the server's process, on its loop
         manager = AgentLoopManager(from_config(ActorRolloutRefConfig, config), None, rollout)
         rollout.init_model()
         meta = manager.generate_sequences(put_prompts(kv_store, [f"calc{i}" for i in ROWS]))

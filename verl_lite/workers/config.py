@@ -236,8 +236,9 @@ class MultiTurnConfig:
 class AgentConfig:
     """The agent-loop workers that drive the rollout servers (``rollout.agent``)."""
 
-    # Agent-loop worker actors sharing each batch (each runs many loops at once).
-    num_workers: int = 1
+    # Agent-loop worker actors sharing each batch (each runs many loops at once); None = none in the hybrid
+    # placement (each rollout server's process runs the loops of its share itself) and 1 in standalone.
+    num_workers: int | None = None
     # Registered agent loop of rows without an agent_name column (single_turn | tool_agent).
     default_agent_loop: str = "single_turn"
 
@@ -302,6 +303,16 @@ class RolloutConfig:
     def train_sampling(self) -> SamplingConfig:
         """The sampling parameters of training rollouts."""
         return SamplingConfig(self.n, self.temperature, self.top_p, self.top_k, self.do_sample)
+
+    def agent_loop_actors(self) -> int:
+        """How many agent-loop worker actors to start: ``agent.num_workers``, else 0 hybrid / 1 standalone.
+
+        With 0 each hybrid rollout server's process runs the agent loops of its share of a batch, so a
+        request costs an await on the server's loop instead of a Ray call from another process.
+        """
+        if self.agent.num_workers is not None:
+            return self.agent.num_workers
+        return 0 if self.mode == "hybrid" else 1
 
 
 @dataclass

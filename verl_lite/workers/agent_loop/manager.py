@@ -1,7 +1,8 @@
 """``AgentLoopManager``: the controller's handle on the rollout side (agent-loop workers + rollout servers).
 
-The controller hands it prompt keys and gets trajectory keys back; the agent-loop workers (Ray actors,
-``rollout.agent.num_workers`` of them) do the rest. It also owns the rollout group's lifecycle calls
+The controller hands it prompt keys and gets trajectory keys back; the agent-loop workers do the rest:
+``rollout.agent.num_workers`` Ray actors of their own, or (its default in the hybrid placement) one on
+each rollout server's loop, in the server's process, running that replica's share of each batch. It also owns the rollout group's lifecycle calls
 that belong to a generation: the sleep after it, in the hybrid placement, and the weight sync before
 it, which in the standalone placement goes through the ``RecoveryBoard`` so that servers Ray restarts
 get the latest weights too (:mod:`verl_lite.workers.rollout.recovery`).
@@ -17,6 +18,7 @@ import ray
 
 from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
+from verl_lite.utils.config import from_config
 from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
 from verl_lite.workers.agent_loop.worker import FINISHED_AT, SERVER_RESTARTS
 
@@ -47,28 +49,42 @@ class AgentLoopManager:
     Args:
         config: the ``actor_rollout_ref`` config.
         reward_config: the ``reward`` config (the workers score trajectories with it), or None.
-        rollout: the rollout ``RayWorkerGroup`` (its ``generate`` endpoints are the servers).
+        rollout: the rollout ``RayWorkerGroup`` (its ``generate`` endpoints are the servers; with no
+            agent-loop actors, its ``generate_sequences`` and ``decode`` endpoints run the loops).
         recovery: the standalone placement's ``RecoveryBoard`` (the rollout group's workers hold it too),
             or None in the hybrid placement, where a server lives and dies with its actor process.
     """
 
     def __init__(self, config: Any, reward_config: Any, rollout: Any, recovery: Any = None):
         from verl_lite.workers.agent_loop.worker import AgentLoopWorker
+        from verl_lite.workers.config import RolloutConfig
+        from verl_lite.workers.rollout.client import RolloutClient
 
         self.rollout = rollout
         self.recovery = recovery
+        self.reward_config = reward_config
         self._sleeps: bool | None = None  # asked once the servers are up (the backend decides)
-        endpoints, probes = rollout.endpoints("generate"), rollout.endpoints("load")
-        num_workers = max(1, int(config.rollout.agent.num_workers))
+        self._loops_started = False
+        num_workers = from_config(RolloutConfig, config.rollout).agent_loop_actors()
+        self.workers: list = []
+        if num_workers == 0:  # the servers' processes run the loops (started once the servers are)
+            self._generate = rollout.endpoints("generate_sequences")
+            self._decode = rollout.endpoints("decode")
+            return
+        clients = [RolloutClient(e) for e in rollout.endpoints("generate")]
+        probes = rollout.endpoints("load")
         remote = ray.remote(num_cpus=0)(AgentLoopWorker)
         env_vars = {NAME_PREFIX_ENV: KVStoreConfig.job_name_prefix()}
         if os.environ.get(EXTENSIONS_ENV):  # user agent loops, tools and scorers load there too
             env_vars[EXTENSIONS_ENV] = os.environ[EXTENSIONS_ENV]
         env = {"env_vars": env_vars}
         self.workers = [
-            remote.options(runtime_env=env).remote(config, reward_config, endpoints, probes, index)
+            remote.options(runtime_env=env).remote(config, reward_config, clients, probes, index)
             for index in range(num_workers)
         ]
+        self._generate = [w.generate_sequences for w in self.workers]
+        self._decode = [w.decode for w in self.workers]
+        self._loops_started = True
 
     @property
     def sleeps(self) -> bool:
@@ -87,10 +103,10 @@ class AgentLoopManager:
         self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
     ) -> PendingSequences:
         """Start ``generate_sequences`` on the workers and return at once (the rollout runs meanwhile)."""
-        parts = meta.chunk(len(self.workers))
+        self._start_loops_in_servers()
         refs = [
-            worker.generate_sequences.remote(part, validate, greedy_baseline)
-            for worker, part in zip(self.workers, parts)
+            generate.remote(part, validate, greedy_baseline)
+            for generate, part in zip(self._generate, meta.chunk(len(self._generate)))
             if len(part)
         ]
         return PendingSequences(refs, meta.partition_id, validate)
@@ -133,15 +149,21 @@ class AgentLoopManager:
 
     def decode_trajectories(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
         """``{key: {"prompt": text, "response": text}}`` of ``meta``'s trajectories (for the JSONL dumps)."""
+        self._start_loops_in_servers()
         texts: dict[str, dict[str, str]] = {}
-        for part in ray.get(
-            [w.decode.remote(p) for w, p in zip(self.workers, meta.chunk(len(self.workers))) if len(p)]
-        ):
+        parts = meta.chunk(len(self._decode))
+        for part in ray.get([decode.remote(p) for decode, p in zip(self._decode, parts) if len(p)]):
             texts.update(part)
         return texts
 
+    def _start_loops_in_servers(self) -> None:
+        """Without agent-loop actors: have every server's process build its loops (once, after init_model)."""
+        if not self._loops_started:
+            self.rollout.start_agent_loops(self.reward_config)
+            self._loops_started = True
+
     def shutdown(self) -> None:
-        """End the agent-loop workers."""
+        """End the agent-loop worker actors (loops in the servers' processes end with them)."""
         for worker in [*self.workers, *([self.recovery] if self.recovery is not None else [])]:
             ray.kill(worker)
         self.workers, self.recovery = [], None

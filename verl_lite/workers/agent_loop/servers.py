@@ -40,7 +40,7 @@ class LeastLoadedServers:
     """The rollout servers one agent-loop worker sends to: load in flight from this worker, and liveness.
 
     Args:
-        endpoints: each server's ``RolloutClient`` (its ``generate`` endpoint), in replica order.
+        endpoints: each server's client (``RolloutClient`` or ``InProcessClient``), in replica order.
         probes: each server's ``load`` endpoint, polled after a failure to learn whether it came back.
         offset: staggers the tie-break between agent-loop workers (ties go to the lowest offset index),
             so that several workers starting at once spread their first requests over the servers.

@@ -1,6 +1,7 @@
 """``AgentLoopWorker``: runs many agent loops at once against the rollout servers and stores what they produce.
 
-An async Ray actor on the rollout side. For its share of a batch of prompt keys it starts ``n``
+An async Ray actor on the rollout side, or (hybrid placement) an object on a rollout server's own event
+loop in the server's process. For its share of a batch of prompt keys it starts ``n``
 trajectories per prompt (each an ``AgentLoop`` chosen by the row's ``agent_name``), sends every request
 to the least-loaded live server and keeps a trajectory on that server across turns (its prefix cache;
 a request whose server died goes to another, see ``servers.py``), scores
@@ -25,7 +26,6 @@ from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.base import AgentLoopContext, AgentLoopOutput, get_agent_loop
 from verl_lite.workers.agent_loop.servers import LeastLoadedServers, StickyClient
 from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
-from verl_lite.workers.rollout.client import RolloutClient
 from verl_lite.workers.sequences import on_last_token
 
 # One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
@@ -73,14 +73,15 @@ class AgentLoopWorker:
     Args:
         config: the ``actor_rollout_ref`` config.
         reward_config: the ``reward`` config (its manager scores finished trajectories), or None.
-        endpoints: every rollout server's ``generate`` endpoint (remote methods), in replica order; each
-            is reached through a ``RolloutClient``.
-        probes: every server's ``load`` endpoint (polled after a server failed), in the same order.
+        clients: one client per rollout server, in replica order: a ``RolloutClient`` of its ``generate``
+            endpoint for a worker of its own, an ``InProcessClient`` on the server's loop in its process.
+        probes: every server's ``load`` endpoint (polled after a server failed), in the same order; None
+            where a failed server cannot come back.
         index: this worker's index (staggers its first choice of server).
     """
 
     def __init__(
-        self, config: Any, reward_config: Any, endpoints: list, probes: list | None = None, index: int = 0
+        self, config: Any, reward_config: Any, clients: list, probes: list | None = None, index: int = 0
     ):
         from transformers import AutoTokenizer
 
@@ -97,9 +98,7 @@ class AgentLoopWorker:
             death_note = f" and rollout.max_restarts={rollout.max_restarts} restarts were used up"
         else:
             death_note = "; a hybrid server dies with its actor process: rollout.mode=standalone survives it"
-        self.servers = LeastLoadedServers(
-            [RolloutClient(e) for e in endpoints], probes, offset=index, death_note=death_note
-        )
+        self.servers = LeastLoadedServers(clients, probes, offset=index, death_note=death_note)
         self.reward_manager = None
         if reward_config is not None:
             from verl_lite.reward import build_reward_manager

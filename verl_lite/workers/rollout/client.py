@@ -9,7 +9,8 @@ of the call that finished since the last, so a short answer never waits for a lo
 finishes together (``hf`` decodes it as one) comes back in one message.
 
 A request whose call fails (the server died, it raised) raises that error; the caller decides whether
-to send it again.
+to send it again. Agent loops that run in the server's own process and on its loop (the hybrid
+placement) use an ``InProcessClient`` instead: a request is then just an await.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_lite.workers.config import SamplingConfig
-from verl_lite.workers.rollout.server import TokenOutput
+from verl_lite.workers.rollout.server import RolloutServer, TokenOutput
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,23 @@ class RolloutClient:
                 raise
 
 
+class InProcessClient:
+    """Sends ``generate`` requests straight to a server on the caller's own event loop (no Ray call).
+
+    Args:
+        server: the ``RolloutServer``; the agent loops must run on the loop that serves it.
+    """
+
+    def __init__(self, server: RolloutServer):
+        self.server = server
+
+    async def generate(
+        self, request_id: str, prompt_ids: list[int], sampling: SamplingConfig, max_tokens: int
+    ) -> TokenOutput:
+        """The server's ``TokenOutput`` for one request."""
+        return await self.server.generate(request_id, list(prompt_ids), sampling, max_tokens)
+
+
 async def serve_requests(server_generate: Any, requests: list[GenerateRequest]):
     """The server side: run ``requests`` at once and yield ``[(position, TokenOutput), ...]`` as they finish.
 
@@ -109,4 +127,4 @@ async def serve_requests(server_generate: Any, requests: list[GenerateRequest]):
             task.cancel()
 
 
-__all__ = ["GenerateRequest", "RolloutClient", "serve_requests"]
+__all__ = ["GenerateRequest", "InProcessClient", "RolloutClient", "serve_requests"]

@@ -4,7 +4,10 @@ In the ``hybrid`` placement it is colocated with the policy worker (same process
 checkpoint engine hands the weights over in place); in ``standalone`` it lives on its own resource pool
 and the weights arrive through the ``ray`` (or, on GPUs, ``nccl``) checkpoint engine. Agent loops on
 other processes send their requests to its ``generate`` endpoint through a ``RolloutClient`` (many per
-call, replies streamed as they finish); the controller drives the rest through the group methods. A
+call, replies streamed as they finish). In the hybrid placement the agent loops of this replica's share
+of a batch may instead run here, on the server's own loop (``start_agent_loops``; the default of
+``rollout.agent.num_workers``), so that a request costs an await rather than a Ray call. The controller
+drives the rest through the group methods. A
 standalone replica that Ray restarts after its process died starts its server and loads the latest
 weights in its constructor (see :mod:`verl_lite.workers.rollout.recovery`).
 """
@@ -17,10 +20,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from verl_lite.checkpoint_engine import get_checkpoint_engine
+from verl_lite.kv import KVBatchMeta
 from verl_lite.single_controller import Dispatch, Worker, endpoint, register
 from verl_lite.utils.config import from_config
 from verl_lite.workers.config import ActorRolloutRefConfig
-from verl_lite.workers.rollout.client import GenerateRequest, serve_requests
+from verl_lite.workers.rollout.client import GenerateRequest, InProcessClient, serve_requests
 from verl_lite.workers.rollout.host import ServerHost
 from verl_lite.workers.rollout.server import TokenOutput, get_rollout
 
@@ -41,6 +45,7 @@ class RolloutWorker(Worker):
         self.config = from_config(ActorRolloutRefConfig, config)
         self.sleeps_between_steps = sleeps_between_steps
         self.server = self.host = self.sync = None
+        self.agent_loops = None  # the in-process AgentLoopWorker, once start_agent_loops made it
         self.asleep = False
         if recovery is not None:
             import ray
@@ -114,6 +119,35 @@ class RolloutWorker(Worker):
 
         async for finished in serve_requests(one, requests):
             yield finished
+
+    @endpoint
+    def generate_sequences(
+        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+    ) -> KVBatchMeta:
+        """This replica's share of a batch through the in-process agent loops (``AgentLoopWorker``'s)."""
+        return self.host.call(self._agent_loops().generate_sequences(meta, validate, greedy_baseline))
+
+    @endpoint
+    def decode(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
+        """Prompt and response texts of ``meta``'s trajectories (``AgentLoopWorker.decode``)."""
+        return self.host.call(self._agent_loops().decode(meta))
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def start_agent_loops(self, reward_config: Any) -> None:
+        """Run agent loops here, on the server's loop, scoring with ``reward_config`` (None: no scoring)."""
+        from verl_lite.workers.agent_loop.worker import AgentLoopWorker
+
+        async def build() -> AgentLoopWorker:  # on the loop: the worker's asyncio state belongs to it
+            return AgentLoopWorker(
+                self.config, reward_config, [InProcessClient(self.server)], index=self.rank
+            )
+
+        self.agent_loops = self.host.call(build())
+
+    def _agent_loops(self):
+        if self.agent_loops is None:
+            raise RuntimeError("start_agent_loops must run before this rollout worker generates sequences.")
+        return self.agent_loops
 
     @endpoint
     def load(self) -> int:
