@@ -84,8 +84,8 @@ def build_worker_groups(config: PPOConfig, manager):
             name_prefix="rollout",
             max_restarts=arr.rollout.max_restarts,
         )
-    # The agent-loop workers' processes start (imports, tokenizer) while the models load below, instead
-    # of before the first generation; they only hold the servers' handles until then.
+    # Agent-loop worker actors, where there are any, start (imports, tokenizer) while the models load
+    # below, instead of before the first generation; they only hold the servers' handles until then.
     agent_loop = AgentLoopManager(arr, config.reward, rollout, recovery)
     try:
         for name in roles:

@@ -266,9 +266,7 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
             problems.append(f"{key}.max_restarts={rollout.max_restarts!r} is not valid; use an integer >= 0.")
     num_workers = rollout.agent.num_workers
     if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
-        problems.append(
-            f"{key}.agent.num_workers={num_workers!r} is not valid; use null or an integer >= 1."
-        )
+        problems.append(f"{key}.agent.num_workers={num_workers!r} is not valid; use null or an integer >= 1.")
     return problems
 
 

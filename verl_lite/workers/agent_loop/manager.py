@@ -2,10 +2,11 @@
 
 The controller hands it prompt keys and gets trajectory keys back; the agent-loop workers do the rest:
 ``rollout.agent.num_workers`` Ray actors of their own, or (its default in the hybrid placement) one on
-each rollout server's loop, in the server's process, running that replica's share of each batch. It also owns the rollout group's lifecycle calls
-that belong to a generation: the sleep after it, in the hybrid placement, and the weight sync before
-it, which in the standalone placement goes through the ``RecoveryBoard`` so that servers Ray restarts
-get the latest weights too (:mod:`verl_lite.workers.rollout.recovery`).
+each rollout server's loop, in the server's process, running that replica's share of each batch. It
+also owns the rollout group's lifecycle calls that belong to a generation: the sleep after it, in the
+hybrid placement, and the weight sync before it, which in the standalone placement goes through the
+``RecoveryBoard`` so that servers Ray restarts get the latest weights too
+(:mod:`verl_lite.workers.rollout.recovery`).
 """
 
 from __future__ import annotations
