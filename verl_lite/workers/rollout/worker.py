@@ -7,9 +7,9 @@ other processes send their requests to its ``generate`` endpoint through a ``Rol
 call, replies streamed as they finish). In the hybrid placement the agent loops of this replica's share
 of a batch may instead run here, on the server's own loop (``start_agent_loops``; the default of
 ``rollout.agent.num_workers``), so that a request costs an await rather than a Ray call. The controller
-drives the rest through the group methods. A
-standalone replica that Ray restarts after its process died starts its server and loads the latest
-weights in its constructor (see :mod:`verl_lite.workers.rollout.recovery`).
+drives the rest through the group methods. A standalone replica that Ray restarts after its process
+died starts its server and loads the latest weights in its constructor (see
+:mod:`verl_lite.workers.rollout.recovery`).
 """
 
 from __future__ import annotations
