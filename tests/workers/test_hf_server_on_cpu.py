@@ -227,3 +227,21 @@ def test_seeded_sampling_draws_from_the_temperature_softmax():
     expected = torch.softmax(logits[0] / 0.5, dim=-1)
     observed = torch.bincount(picks, minlength=3).float() / 4000
     assert (observed - expected).abs().max() < 4 * 0.008
+
+
+def test_a_batch_runs_on_the_thread_that_waits_in_call_else_on_the_hosts_own_thread(host):
+    # The hybrid placement trains on the thread that calls the host; generating there as well keeps the
+    # process's torch work on one OpenMP team (see WaitingThreadExecutor).
+    forward_threads = []
+    hook = host.server.model.register_forward_pre_hook(
+        lambda *_: forward_threads.append(threading.get_ident())
+    )
+    try:
+        host.call(host.server.generate("w", PROMPTS[0], GREEDY, 3))
+        assert set(forward_threads) == {threading.get_ident()}
+        forward_threads.clear()
+        for i in range(2):  # nobody waits in call: the host's own compute thread, the same one each time
+            host.submit(host.server.generate(f"o{i}", PROMPTS[0], GREEDY, 3)).result()
+        assert len(set(forward_threads)) == 1 and forward_threads[0] != threading.get_ident()
+    finally:
+        hook.remove()

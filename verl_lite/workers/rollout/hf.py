@@ -1,15 +1,18 @@
 """Rollout server on Hugging Face ``generate``: queued requests run as one left-padded batched generate.
 
 Requests that share sampling parameters are gathered for a few milliseconds (up to
-``rollout.max_num_seqs``) and decoded together in a worker thread (each row stops at its own
-``max_tokens``, so the later turns of multi-turn trajectories, whose budgets differ, still share one), so the event loop keeps accepting
-requests while the model runs. Log-probs are those of the raw logits / temperature (temperature 1 when
+``rollout.max_num_seqs``) and decoded together (each row stops at its own ``max_tokens``, so the later
+turns of multi-turn trajectories, whose budgets differ, still share one) off the event loop, on the
+server's ``executor``, so the loop keeps accepting requests while the model runs. In a ``ServerHost``
+that is the thread waiting in ``host.call``, the one that trains in the hybrid placement (see
+:class:`~verl_lite.workers.rollout.host.WaitingThreadExecutor`). Log-probs are those of the raw logits / temperature (temperature 1 when
 greedy), the convention the actor's old log-probs use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -296,16 +299,19 @@ class HFServer(RolloutServer):
         version = self.weight_version
         self._decoding = len(batch)
         try:
-            tokens, log_probs = await asyncio.to_thread(
-                generate_batch,
-                self.model,
-                [r.prompt_ids for r in batch],
-                first.sampling,
-                [r.max_tokens for r in batch],
-                self.eos_token_ids,
-                self.pad_token_id,
-                self._abort,
-                [r.seed for r in batch],
+            tokens, log_probs = await self._loop.run_in_executor(
+                self.executor,
+                functools.partial(
+                    generate_batch,
+                    self.model,
+                    [r.prompt_ids for r in batch],
+                    first.sampling,
+                    [r.max_tokens for r in batch],
+                    self.eos_token_ids,
+                    self.pad_token_id,
+                    self._abort,
+                    [r.seed for r in batch],
+                ),
             )
         except Exception as error:  # noqa: BLE001 - handed to every caller of the batch
             for request in batch:
@@ -344,7 +350,12 @@ class HFServer(RolloutServer):
     async def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         async with self._model_lock:
             # LoRA adapters (lora_A / lora_B pairs) are merged into the kept base weights first
-            copy_weights_in_place(self.model, merge_adapters(named_tensors, self._base_weight))
+            await asyncio.get_running_loop().run_in_executor(
+                self.executor,
+                copy_weights_in_place,
+                self.model,
+                merge_adapters(named_tensors, self._base_weight),
+            )
             self.weight_version = version
 
     def _base_weight(self, name: str) -> torch.Tensor:

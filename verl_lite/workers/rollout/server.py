@@ -7,6 +7,7 @@ Sync code reaches it through :class:`verl_lite.workers.rollout.host.ServerHost`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -91,6 +92,9 @@ class RolloutServer(ABC):
         self.weight_version = -1
         # base of every request's sampling seed (see request_seed); the worker sets engine.seed
         self.seed = 0
+        # where blocking model work (a batch, a weight copy) runs off the event loop: None is the loop's
+        # default executor; ServerHost sets its WaitingThreadExecutor
+        self.executor: concurrent.futures.Executor | None = None
 
     @abstractmethod
     async def generate(
