@@ -16,7 +16,7 @@ Each mode runs in a fresh process (teams outlive the threads' work), the modes a
 ``--new-tokens``) and of one AdamW training step on the generated sequences, and the step's ratio to
 ``one thread``.
 
-    .venv/bin/python bench/omp_threads.py --model 30m --threads 2
+    .venv/bin/python bench/omp_threads.py --threads 2
 """
 
 from __future__ import annotations
@@ -109,7 +109,6 @@ def main() -> None:
     from refresh_docs import write_fragment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["30m"], default="30m")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of every mode's process")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
@@ -159,7 +158,7 @@ def main() -> None:
             ]
         )
     title = (
-        f"random Qwen2 ({args.model}), {args.batch} x {args.new_tokens} new tokens, {args.threads} thread(s), "
+        f"random Qwen2 (30m), {args.batch} x {args.new_tokens} new tokens, {args.threads} thread(s), "
         f"{args.rounds} round(s) x {args.steps} steps, modes alternating; medians"
     )
     header = ["mode", "generate s", "train step s", "step s", "× one thread"]

@@ -5,8 +5,8 @@ Requests that share sampling parameters are gathered for a few milliseconds (up 
 turns of multi-turn trajectories, whose budgets differ, still share one) off the event loop, on the
 server's ``executor``, so the loop keeps accepting requests while the model runs. In a ``ServerHost``
 that is the thread waiting in ``host.call``, the one that trains in the hybrid placement (see
-:class:`~verl_lite.workers.rollout.host.WaitingThreadExecutor`). Log-probs are those of the raw logits / temperature (temperature 1 when
-greedy), the convention the actor's old log-probs use.
+:class:`~verl_lite.workers.rollout.host.WaitingThreadExecutor`). Log-probs are those of the raw
+logits / temperature (temperature 1 when greedy), the convention the actor's old log-probs use.
 """
 
 from __future__ import annotations

@@ -92,8 +92,8 @@ class WaitingThreadExecutor(concurrent.futures.Executor):
     Why: torch's CPU kernels run on OpenMP, and libgomp keeps a team of threads per thread that calls
     into it. Once a process holds more such threads than it has cores, every team throttles its
     spin-wait between parallel regions to almost nothing, and each small op then pays a sleep and a
-    wake-up: a 30M-parameter generate and training step ran 20-30% slower on two cores when they ran
-    on two different threads of one process than on the same thread (``bench/omp_threads.py``). In the
+    wake-up: on two cores, a 30M-parameter generate ran ~30% slower and a generate + training step
+    ~18% slower when the two ran on different threads of one process (``bench/omp_threads.py``). In the
     hybrid placement the thread that waits on the host is the one Ray runs the colocated worker's
     methods on, the one that trains, so generation runs where training does. With no thread waiting
     (requests from other processes, the standalone placement) the work runs on this executor's own
