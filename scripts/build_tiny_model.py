@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--target",
         choices=["all", "tiny", "agent", "eval_agent"],
         default="all",
-        help="which model to build (eval_agent: only measure the saved agent model)",
+        help="which model to build (eval_agent: only validate the saved agent model with the tool agent loop)",
     )
     p.add_argument("--data_dir", default=str(ASSETS / "synthetic"), help="where the parquet splits go")
     p.add_argument("--model_dir", default=str(ASSETS / "tiny_model"), help="where the model goes")
@@ -263,21 +263,20 @@ def build_agent_model(args: argparse.Namespace) -> None:
 
 
 def evaluate_agent(args: argparse.Namespace) -> None:
-    """Greedy val accuracy of the saved agent model in each tool-loop mode (and its tool-call rates)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from verl_lite.data.tool_task_eval import MODES, evaluate_tool_task
-
-    torch.set_num_threads(args.threads)
-    tokenizer = AutoTokenizer.from_pretrained(args.agent_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(args.agent_model_dir)
-    val_rows = pd.read_parquet(Path(args.agent_data_dir) / "val.parquet").to_dict("records")
-    for mode in MODES:
-        metrics = evaluate_tool_task(model, tokenizer, val_rows, mode)
-        print(f"val greedy, mode {mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-    torch.manual_seed(args.seed)
-    metrics = evaluate_tool_task(model, tokenizer, val_rows * 4, "tool", temperature=1.0)
-    print("val sampled (4 x T=1), mode tool: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+    """Validate the saved agent model once with the real tool agent loop (``agent_tiny``, ``val_only``)."""
+    command = [
+        sys.executable,
+        "-m",
+        "verl_lite.main_ppo",
+        "--config-name",
+        "agent_tiny",
+        "trainer.val_only=true",
+        "trainer.logger=[console]",
+        f"actor_rollout_ref.model.path={Path(args.agent_model_dir).resolve()}",
+        f"data.val_files={Path(args.agent_data_dir).resolve() / 'val.parquet'}",
+    ]
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
 
 
 if __name__ == "__main__":

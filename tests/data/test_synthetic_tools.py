@@ -12,9 +12,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from verl_lite.data import synthetic_tools as st
 from verl_lite.data.sft_dataset import IGNORE_INDEX, SFTDataset
 from verl_lite.data.synthetic import generate_splits
-from verl_lite.data.tool_task_eval import parse_tool_call, run_episodes, tool_observation
 from verl_lite.reward.scorers import default_compute_score
 from verl_lite.workers.tools import TOOL_CHAT_TEMPLATE
+from verl_lite.workers.tools.parsers import parse_hermes
 
 ASSETS = Path(__file__).resolve().parents[2] / "verl_lite" / "assets"
 AGENT_DIR = ASSETS / "tiny_agent_model"
@@ -123,8 +123,8 @@ def test_sft_rows_render_through_the_tool_template_with_a_parseable_call(tool_to
     assert tools == [st.CALCULATOR_SCHEMA]
     text = tool_tokenizer.apply_chat_template(list(answer_row["messages"]), tools=tools, tokenize=False)
     assert text.startswith("<|system|>Tools: calculator(expression)<|end|><|user|>")
-    name, arguments = parse_tool_call(text)
-    assert name == "calculator" and st.calculate(arguments["expression"]) in text
+    (call,) = parse_hermes(text).calls
+    assert call.name == "calculator" and st.calculate(call.arguments["expression"]) in text
     assert text.endswith(f"<|assistant|>#### {answer_row['messages'][-1]['content'][5:]}<|end|>")
     # the targets are exactly the last assistant turn: the tool call, then the answer after the result
     dataset = SFTDataset([call_row, answer_row], tool_tokenizer, max_length=256)
@@ -137,13 +137,6 @@ def test_sft_rows_render_through_the_tool_template_with_a_parseable_call(tool_to
     assert max(lengths) < 256  # well under max_position_embeddings=512
 
 
-def test_tool_observation_is_the_templates_tool_turn(tool_tokenizer):
-    assert (
-        tool_observation(tool_tokenizer, "923")
-        == "<|user|><tool_response>923</tool_response><|end|><|assistant|>"
-    )
-
-
 def test_agent_asset_loads_and_its_tokenizer_round_trips_spaces_and_newlines():
     tokenizer = AutoTokenizer.from_pretrained(AGENT_DIR)
     text = 'Tom has 13 apples.\nHe  buys 4 more.\n\n<tool_call>{"expression": "13+4"}</tool_call> #### 17'
@@ -154,20 +147,3 @@ def test_agent_asset_loads_and_its_tokenizer_round_trips_spaces_and_newlines():
     config = model.config
     assert config.hidden_size // config.num_attention_heads == 32 and config.vocab_size == len(tokenizer)
     assert sum(p.numel() for p in model.parameters()) < 5_000_000
-
-
-def test_agent_model_calls_the_calculator_on_products_and_answers_without_it_when_banned():
-    tokenizer = AutoTokenizer.from_pretrained(AGENT_DIR)
-    model = AutoModelForCausalLM.from_pretrained(AGENT_DIR)
-    rows = pd.read_parquet(ASSETS / "synthetic_tools" / "val.parquet").to_dict("records")
-    rows = [r for r in rows if r["extra_info"]["kind"] == "product"][:4]
-    questions = [list(r["messages"]) for r in rows]
-    # greedy SFT behaviour on products: a parseable call, then the copied result as the answer
-    episodes = run_episodes(model, tokenizer, questions, "tool")
-    assert sum(e.tool_calls > 0 and parse_tool_call(e.response) is not None for e in episodes) >= 3
-    truths = [r["reward_model"]["ground_truth"] for r in rows]
-    scores = [default_compute_score(st.DATA_SOURCE, e.response, t) for e, t in zip(episodes, truths)]
-    assert sum(s["acc"] for s in scores) >= 3
-    # "direct" bans the call's first token: the model writes its own arithmetic instead
-    direct = run_episodes(model, tokenizer, questions, "direct")
-    assert all(e.tool_calls == 0 and "####" in e.response for e in direct)
