@@ -3,7 +3,7 @@
 A batch is a TensorDict whose first batch dimension indexes rows (prompts or trajectories).
 Variable-length fields are jagged nested tensors (``torch.nested``, ``layout=torch.jagged``);
 per-row python values (uids, ground truths, data sources) are ``NonTensorStack`` fields.
-These helpers keep all of them aligned when a batch is split, padded, repeated or merged.
+These helpers keep all of them aligned when a batch is split, padded or joined.
 """
 
 from __future__ import annotations
@@ -77,52 +77,6 @@ def unpad(td: TensorDictBase, pad_size: int) -> TensorDictBase:
     return td if pad_size == 0 else td[: batch_len(td) - pad_size]
 
 
-def repeat(td: TensorDictBase, n: int, interleave: bool = True) -> TensorDictBase:
-    """Repeat every row ``n`` times.
-
-    ``interleave=True`` gives ``a a b b`` (the layout of ``n`` samples per prompt);
-    ``interleave=False`` gives ``a b a b``.
-    """
-    rows = batch_len(td)
-    index = torch.arange(rows)
-    index = index.repeat_interleave(n) if interleave else index.repeat(n)
-    return td[index]
-
-
-def reorder(td: TensorDictBase, indices: torch.Tensor | Sequence[int]) -> TensorDictBase:
-    """Return the rows of ``td`` in the order given by ``indices`` (a permutation or selection)."""
-    return td[torch.as_tensor(indices, dtype=torch.long)]
-
-
-def union(td: TensorDictBase, other: TensorDictBase) -> TensorDictBase:
-    """Merge the fields of ``other`` into ``td`` (same rows); a key in both must hold equal values."""
-    if td.batch_size != other.batch_size:
-        raise ValueError(f"union: batch sizes differ ({td.batch_size} vs {other.batch_size}).")
-    for key in other.keys():
-        value = other.get(key)
-        if key in td.keys() and not _equal(td.get(key), value):
-            raise ValueError(f"union: field {key!r} is present in both batches with different values.")
-        td.set(key, value)
-    return td
-
-
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.is_nested or b.is_nested:
-            return bool(
-                a.is_nested
-                and b.is_nested
-                and torch.equal(a.offsets(), b.offsets())
-                and torch.equal(a.values(), b.values())
-            )
-        return a.shape == b.shape and bool(torch.equal(a, b))
-    if isinstance(a, TensorDictBase) and isinstance(b, TensorDictBase):
-        return bool((a == b).all())
-    if isinstance(a, NonTensorStack) and isinstance(b, NonTensorStack):
-        return a.tolist() == b.tolist()
-    return a is b
-
-
 def to_jagged(rows: Sequence[torch.Tensor | Sequence], dtype: torch.dtype | None = None) -> torch.Tensor:
     """Build a jagged nested tensor from 1-D (or (len, ...)) rows of different lengths.
 
@@ -146,17 +100,6 @@ def _cut_into_rows(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
     torch.cumsum(lengths, dim=0, out=offsets[1:])
     return torch.nested.nested_tensor_from_jagged(values, offsets)
-
-
-def jagged_from_padded(padded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Turn a right-padded ``(batch, max_len, ...)`` tensor into a jagged one using ``mask``.
-
-    ``mask`` is ``(batch, max_len)``; row ``i`` keeps its first ``mask[i].sum()`` positions
-    (right padding), so the mask must be a prefix of ones on every row.
-    """
-    lengths = mask.to(torch.long).sum(dim=1)
-    keep = torch.arange(padded.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
-    return _cut_into_rows(padded[keep], lengths)
 
 
 def padded_from_jagged(

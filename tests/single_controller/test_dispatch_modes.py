@@ -52,22 +52,6 @@ def test_dp_compute_gives_each_rank_its_list_element(groups, n):
 
 
 @pytest.mark.parametrize("n", WORLD_SIZES)
-def test_dp_compute_groups_keeps_every_prompt_group_on_one_rank(groups, n):
-    from verl_lite.kv import KVBatchMeta
-
-    # 5 groups of 3 samples, interleaved the way a rollout writes them back
-    keys = [f"g{g}_{s}_0" for s in range(3) for g in range(5)]
-    meta = KVBatchMeta(keys=keys, tags=[{"uid": key.split("_")[0]} for key in keys])
-    out = groups[n].dp_compute_groups(meta)
-    assert sorted(out.keys) == sorted(keys)
-    rank_of: dict[str, set[int]] = {}
-    for tag in out.tags:
-        rank_of.setdefault(tag["uid"], set()).add(tag["rank"])
-    assert all(len(ranks) == 1 for ranks in rank_of.values())  # no group split across ranks
-    assert {r for ranks in rank_of.values() for r in ranks} == set(range(min(n, 5)))
-
-
-@pytest.mark.parametrize("n", WORLD_SIZES)
 def test_dp_compute_rejects_list_of_wrong_length(groups, n):
     with pytest.raises(ValueError, match=f"one element per rank.*{n} workers"):
         groups[n].dp_compute(list(range(n + 1)))

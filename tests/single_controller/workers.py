@@ -42,11 +42,6 @@ class Echo(Worker):
             batch_size=batch.batch_size,
         )
 
-    @register(dispatch_mode=Dispatch.DP_COMPUTE_GROUPS)
-    def dp_compute_groups(self, meta):
-        """The meta this rank received, its keys tagged with the rank (a KVBatchMeta goes back whole)."""
-        return type(meta)(keys=list(meta.keys), tags=[{**t, "rank": self.rank} for t in meta.tags])
-
     @register(dispatch_mode=Dispatch.DP_COMPUTE_DATA, blocking=False)
     def dp_compute_data_async(self, batch: TensorDict) -> TensorDict:
         return TensorDict({"y": batch["x"] + 1}, batch_size=batch.batch_size)

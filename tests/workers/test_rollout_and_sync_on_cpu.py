@@ -77,7 +77,7 @@ def test_ray_sync_carries_weights_to_a_standalone_rollout_group(tiny_model_dir, 
     )
     rollout.init_model()
     try:
-        actor.execute_all("_set_sync", "ray")
+        actor.execute_on_live("_set_sync", "ray")
         actor.update_actor(actor.compute_log_prob(put_trajectories(kv_store)))
         handle = actor.send_weights(3)
         rollout.receive_weights(handle, 3)

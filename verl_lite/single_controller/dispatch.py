@@ -174,27 +174,6 @@ def _collect_data(group: GroupInfo, outputs: list, context: Any) -> Any:
     return merge_rows(outputs, context or 0)
 
 
-def _dp_compute_groups(group: GroupInfo, args: tuple, kwargs: dict) -> DispatchPlan:
-    """Like DP_COMPUTE_DATA, but every prompt group (all samples of one uid) stays on one rank."""
-    n = group.world_size
-
-    def shards_of(value):
-        if not is_splittable(value):
-            return [value] * n
-        if not hasattr(value, "split_by_group"):
-            raise TypeError(
-                f"DP_COMPUTE_GROUPS needs batches with split_by_group (a KVBatchMeta), got {type(value).__name__}."
-            )
-        return list(value.split_by_group(n))
-
-    split_args = [shards_of(a) for a in args]
-    split_kwargs = {k: shards_of(v) for k, v in kwargs.items()}
-    return DispatchPlan(
-        [tuple(s[i] for s in split_args) for i in range(n)],
-        [{k: s[i] for k, s in split_kwargs.items()} for i in range(n)],
-    )
-
-
 class Dispatch:
     """The built-in dispatch modes (each is a registered :class:`DispatchMode`)."""
 
@@ -203,7 +182,6 @@ class Dispatch:
     RANK_ZERO = DispatchMode("rank_zero", _broadcast, _first)
     DP_COMPUTE = DispatchMode("dp_compute", _dp_compute, _as_list)
     DP_COMPUTE_DATA = DispatchMode("dp_compute_data", _dp_compute_data, _collect_data)
-    DP_COMPUTE_GROUPS = DispatchMode("dp_compute_groups", _dp_compute_groups, _collect_data)
 
 
 for _mode in (
@@ -212,7 +190,6 @@ for _mode in (
     Dispatch.RANK_ZERO,
     Dispatch.DP_COMPUTE,
     Dispatch.DP_COMPUTE_DATA,
-    Dispatch.DP_COMPUTE_GROUPS,
 ):
     DISPATCH_MODES.add(_mode.name, _mode)
 

@@ -236,17 +236,12 @@ class RayWorkerGroup:
         cls = self.ray_cls_with_init.user_class.__name__
         return f"{cls}.{method_name} on rank {rank} of {self.world_size} (group {self.name_prefix!r})"
 
-    def execute_all(self, method_name: str, *args: Any, **kwargs: Any) -> list:
-        """Call any worker method (decorated or not) on every rank with the same arguments."""
-        refs = [w._vl_execute.remote(method_name, pack_tree(args), pack_tree(kwargs)) for w in self._workers]
-        return gather(refs, lambda i: self._describe(method_name, i))
-
     def execute_on_live(self, method_name: str, *args: Any, poll_s: float = 0.5, **kwargs: Any) -> dict:
         """Call a worker method on every rank still alive, with the same arguments; ``{rank: result}``.
 
         For groups built with ``max_restarts``, and methods that may run twice: a rank Ray is restarting
         gets the call again once it is up (printing what it waits for), a rank gone for good (restarts used
-        up) is left out. A method that raises fails as with ``execute_all``.
+        up) is left out. A method that raises fails the call, naming the rank.
         """
         wire = pack_tree(args), pack_tree(kwargs)
         pending = {r: self._workers[r]._vl_execute.remote(method_name, *wire) for r in range(self.world_size)}
