@@ -73,7 +73,6 @@ def overrides(args: argparse.Namespace, seed: int, run_dir: Path) -> list[str]:
         "actor_rollout_ref.rollout.mode=standalone",
         "actor_rollout_ref.rollout.nnodes=1",
         "actor_rollout_ref.rollout.n_gpus_per_node=1",
-        "actor_rollout_ref.rollout.checkpoint_engine=ray",
         f"trainer.total_training_steps={args.steps}",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",  # validate once, after the last step

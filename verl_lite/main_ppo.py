@@ -16,26 +16,10 @@ register_package_resolver()
 
 
 def load_config(cfg: DictConfig):
-    """Typed, defaults-resolved and validated config from Hydra's ``cfg``.
+    """Typed, defaults-resolved and validated config from Hydra's ``cfg`` (``load_ppo_config``)."""
+    from verl_lite.trainer.load import load_ppo_config
 
-    verl keys verl_lite does not use are dropped first; a notice for each one set to a value verl_lite
-    handles differently goes to stderr (once, before Ray starts).
-    """
-    import sys
-
-    from verl_lite.trainer.config import PPOConfig
-    from verl_lite.trainer.validation import resolve_embedded_defaults, resolve_local_paths, validate_config
-    from verl_lite.trainer.verl_compat import drop_verl_keys
-    from verl_lite.utils.config import from_config
-    from verl_lite.utils.extensions import load_extensions
-
-    cfg, notices = drop_verl_keys(cfg)
-    for notice in notices:
-        print(f"verl_lite: {notice}", file=sys.stderr)
-    config = resolve_local_paths(resolve_embedded_defaults(from_config(PPOConfig, cfg)))
-    load_extensions(config.trainer.extensions)
-    validate_config(config)
-    return config
+    return load_ppo_config(cfg)
 
 
 def run(config) -> list[dict]:

@@ -26,7 +26,6 @@ STANDALONE = [
     "actor_rollout_ref.rollout.mode=standalone",
     "actor_rollout_ref.rollout.nnodes=1",
     "actor_rollout_ref.rollout.n_gpus_per_node=2",
-    "actor_rollout_ref.rollout.checkpoint_engine=ray",
     "actor_rollout_ref.rollout.agent.num_workers=2",
 ]
 

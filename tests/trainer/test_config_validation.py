@@ -25,6 +25,26 @@ def test_default_config_is_valid_and_points_at_the_embedded_task():
     assert config.data.train_files.endswith("train.parquet") and os.path.exists(config.data.val_files)
 
 
+@pytest.mark.parametrize(
+    "overrides, placement, engine",
+    [
+        ([], "hybrid", "naive"),
+        (["trainer.mode=one_step_off"], "standalone", "ray"),
+        (
+            ["trainer.mode=fully_async", "trainer.replay_buffer.max_off_policy_threshold=1"],
+            "standalone",
+            "ray",
+        ),
+        (["actor_rollout_ref.rollout.mode=standalone"], "standalone", "ray"),
+    ],
+)
+def test_one_key_per_intent_the_mode_implies_the_placement_and_the_placement_its_weight_sync(
+    overrides, placement, engine
+):
+    rollout = load(*overrides).actor_rollout_ref.rollout
+    assert (rollout.mode, rollout.checkpoint_engine) == (placement, engine)
+
+
 BAD_CONFIGS = [
     (
         ["data.train_batch_size=6", "actor_rollout_ref.actor.ppo_mini_batch_size=4"],
@@ -98,14 +118,13 @@ BAD_CONFIGS = [
         "actor_rollout_ref.actor.clip_cov_lb=6.0 must be < actor_rollout_ref.actor.clip_cov_ub=5.0",
     ),
     (
-        ["trainer.mode=one_step_off"],
+        ["trainer.mode=one_step_off", "actor_rollout_ref.rollout.mode=hybrid"],
         "trainer.mode='one_step_off' overlaps generation and training, so it needs "
-        "actor_rollout_ref.rollout.mode=standalone (got 'hybrid').",
+        "actor_rollout_ref.rollout.mode=standalone (got 'hybrid'); leave it null to get it.",
     ),
     (
         [
             "trainer.mode=fully_async",
-            "actor_rollout_ref.rollout.mode=standalone",
             "trainer.parameter_sync_step=3",
             "trainer.replay_buffer.max_off_policy_threshold=1",
         ],
@@ -152,21 +171,20 @@ BAD_CONFIGS = [
     (
         ["actor_rollout_ref.rollout.checkpoint_engine=ray"],
         "actor_rollout_ref.rollout.checkpoint_engine='ray' does not serve actor_rollout_ref.rollout.mode='hybrid'; "
-        "use one of naive",
+        "use one of naive (or leave it null).",
     ),
     (
         ["actor_rollout_ref.rollout.mode=standalone", "actor_rollout_ref.rollout.checkpoint_engine=nccl"],
         "actor_rollout_ref.rollout.checkpoint_engine='nccl' is not driven by main_ppo's trainer yet",
     ),
     (
-        ["actor_rollout_ref.rollout.mode=standalone"],
+        ["actor_rollout_ref.rollout.mode=standalone", "actor_rollout_ref.rollout.checkpoint_engine=naive"],
         "actor_rollout_ref.rollout.checkpoint_engine='naive' does not serve actor_rollout_ref.rollout.mode="
-        "'standalone'; use one of ray",
+        "'standalone'; use one of ray (or leave it null).",
     ),
     (
         [
             "actor_rollout_ref.rollout.mode=standalone",
-            "actor_rollout_ref.rollout.checkpoint_engine=ray",
             "actor_rollout_ref.rollout.max_restarts=-1",
         ],
         "actor_rollout_ref.rollout.max_restarts=-1 is not valid; use an integer >= 0",

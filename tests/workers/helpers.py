@@ -41,6 +41,8 @@ def actor_config(
             "n": 2,
             "prompt_length": 16,
             "response_length": 6,
+            # what main_ppo's placement fills in for the hybrid default
+            "checkpoint_engine": "naive",
         },
     }
     for section, keys in (sections or {}).items():

@@ -9,7 +9,7 @@ buckets of about ``bucket_megabytes`` so memory stays bounded on both sides.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import torch
@@ -42,6 +42,10 @@ class CheckpointEngine(ABC):
         self.bucket_bytes = int(bucket_megabytes) * 1024**2
         self.rank = rank
         self.bytes_sent = 0
+
+    def offer(self, source: Callable[[], Iterable[tuple[str, torch.Tensor]]]) -> None:
+        """Where the training side's weights can be gathered in this process, for engines that pull them on
+        the rollout side (``naive``); engines that send ignore it."""
 
     @abstractmethod
     def send_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> Any:

@@ -1,40 +1,47 @@
-"""``naive`` weight sync: actor and rollout share a process, so tensors are handed over directly.
+"""``naive`` weight sync: actor and rollout share a process, so the rollout takes the weights itself.
 
-In the hybrid placement the actor's and the rollout's workers are two roles of one process. The
-training side leaves the (name, tensor) pairs in this process's mailbox under their version and
-returns only that version as the handle, so nothing but an int passes through the controller; the
-rollout side in the same process takes them out. On GPUs the tensors stay on the device.
+In the hybrid placement the actor's and the rollout's workers are two roles of one process. The policy
+worker offers its engine's weights once (``offer``: a function that gathers them); a sync is then a single
+call on the rollout side, whose ``receive_weights`` gathers the current weights in place. Nothing but the
+version passes through the controller, and on GPUs the tensors stay on the device.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
 from verl_lite.checkpoint_engine.base import CheckpointEngine, register_checkpoint_engine
 
-# version -> the (name, tensor) pairs sent in this process and not yet received
-_MAILBOX: dict[int, list[tuple[str, torch.Tensor]]] = {}
+WeightSource = Callable[[], Iterable[tuple[str, torch.Tensor]]]
+
+# this process's weights: what the colocated actor offered (or what send_weights left)
+_SOURCE: list[WeightSource] = []
 
 
 @register_checkpoint_engine("naive")
 class NaiveCheckpointEngine(CheckpointEngine):
-    """The handle is the version; the tensors wait in this process until the rollout takes them."""
+    """The rollout gathers the weights offered in its own process; the handle is only the version."""
 
     placement = "colocated"
 
+    def offer(self, source: WeightSource) -> None:
+        """Make ``source`` this process's weights: every later ``receive_weights`` gathers from it."""
+        _SOURCE[:] = [source]
+
     def send_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> int:
         pairs = list(named_tensors)
-        self.bytes_sent = sum(t.numel() * t.element_size() for _, t in pairs)
-        _MAILBOX[int(version)] = pairs
+        self.offer(lambda: pairs)
         return int(version)
 
-    def receive_weights(self, handle: int, version: int) -> Iterator[tuple[str, torch.Tensor]]:
-        pairs = _MAILBOX.pop(int(version), None)
-        if pairs is None:
+    def receive_weights(self, handle: int | None, version: int) -> Iterator[tuple[str, torch.Tensor]]:
+        """The offered weights, gathered now, on the calling thread (the training thread in hybrid)."""
+        if not _SOURCE:
             raise RuntimeError(
-                f"naive weight sync: no weights of version {version} were sent in this process "
+                f"naive weight sync: no weights were offered in this process for version {version} "
                 "(the naive engine needs the rollout in the actor's process: rollout.mode=hybrid)."
             )
-        yield from pairs
+        pairs = list(_SOURCE[0]())
+        self.bytes_sent = sum(t.numel() * t.element_size() for _, t in pairs)
+        return iter(pairs)

@@ -161,16 +161,14 @@ def _name_problems(config: PPOConfig) -> list[str]:
     ]
     mode = config.trainer.mode
     rollout_mode = config.actor_rollout_ref.rollout.mode
-    if mode in TRAINERS and getattr(TRAINERS.get(mode), "needs_standalone_rollout", False):
-        if rollout_mode != "standalone":
-            out.append(
-                f"trainer.mode={mode!r} overlaps generation and training, so it needs "
-                f"actor_rollout_ref.rollout.mode=standalone (got {rollout_mode!r})."
-            )
+    if mode in TRAINERS and TRAINERS.get(mode).placement == "standalone" and rollout_mode != "standalone":
+        out.append(
+            f"trainer.mode={mode!r} overlaps generation and training, so it needs "
+            f"actor_rollout_ref.rollout.mode=standalone (got {rollout_mode!r}); leave it null to get it."
+        )
     # a mode's own keys (e.g. magrpo's multi_agent functions), checked by the mode's config_problems
-    mode_problems = getattr(TRAINERS.get(mode), "config_problems", None) if mode in TRAINERS else None
-    if mode_problems is not None:
-        out += mode_problems(config)
+    if mode in TRAINERS:
+        out += TRAINERS.get(mode).config_problems(config)
     bad_loggers = [name for name in config.trainer.logger if name not in LOGGERS]
     if bad_loggers:
         out.append(f"trainer.logger has unknown entries {bad_loggers}; valid: {', '.join(LOGGERS)}.")
@@ -223,25 +221,22 @@ def _old_log_prob_problems(config: PPOConfig) -> list[str]:
     return []
 
 
-ROLLOUT_MODES = ("hybrid", "standalone")
-
-
 def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
     """The placement decides the weight sync: hybrid hands weights over in place, standalone sends them."""
     from verl_lite.checkpoint_engine import CHECKPOINT_ENGINES
+    from verl_lite.trainer.placement import PLACEMENTS
 
     rollout = config.actor_rollout_ref.rollout
     key = "actor_rollout_ref.rollout"
-    if rollout.mode not in ROLLOUT_MODES:
-        return [f"{key}.mode={rollout.mode!r} is not valid; use one of {', '.join(ROLLOUT_MODES)}."]
+    if rollout.mode not in PLACEMENTS:
+        return [f"{key}.mode={rollout.mode!r} is not valid; use one of {', '.join(PLACEMENTS.names())}."]
     name = rollout.checkpoint_engine
     if name not in CHECKPOINT_ENGINES:
         return [
             f"{key}.checkpoint_engine={name!r} is not registered; known: {', '.join(CHECKPOINT_ENGINES.names())}."
         ]
-    placement = CHECKPOINT_ENGINES.get(name).placement
-    wanted = "colocated" if rollout.mode == "hybrid" else "standalone"
-    if placement != wanted:
+    wanted = PLACEMENTS.get(rollout.mode).engine_placement
+    if CHECKPOINT_ENGINES.get(name).placement != wanted:
         fits = [
             n
             for n in CHECKPOINT_ENGINES.names()
@@ -249,7 +244,7 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
         ]
         return [
             f"{key}.checkpoint_engine={name!r} does not serve {key}.mode={rollout.mode!r}; "
-            f"use one of {', '.join(fits)}."
+            f"use one of {', '.join(fits)} (or leave it null)."
         ]
     problems = []
     if not CHECKPOINT_ENGINES.get(name).driven_by_trainer:
@@ -360,7 +355,7 @@ def _mode_needs_staleness_bound(mode: str) -> bool:
     """Whether the registered trainer mode runs the rollout ahead by up to the staleness bound."""
     from verl_lite.trainer.ppo.trainer_base import TRAINERS
 
-    return mode in TRAINERS and getattr(TRAINERS.get(mode), "needs_staleness_bound", False)
+    return mode in TRAINERS and TRAINERS.get(mode).needs_staleness_bound
 
 
 def _replay_buffer_problems(config: PPOConfig) -> list[str]:

@@ -250,8 +250,9 @@ class RolloutConfig:
     # Registered rollout backend ("hf" or "vllm").
     name: str = "hf"
     # Where the rollout servers run: "hybrid" (in the actor's processes, weights synced in place) or
-    # "standalone" (their own resource pool of nnodes x n_gpus_per_node, weights through "ray").
-    mode: str = "hybrid"
+    # "standalone" (their own resource pool of nnodes x n_gpus_per_node, weights through "ray"); None: what
+    # trainer.mode needs (standalone for one_step_off and fully_async, else hybrid).
+    mode: str | None = None
     # Size of the standalone rollout pool (one server per slot); ignored in hybrid.
     nnodes: int = 1
     n_gpus_per_node: int = 1
@@ -281,8 +282,8 @@ class RolloutConfig:
     # vLLM tensor-parallel size of one rollout engine; only 1 today (one engine per colocated worker).
     tensor_model_parallel_size: int = 1
     # Registered checkpoint-sync backend carrying actor weights to the rollout: "naive" (hybrid, in place),
-    # "ray" (standalone); "nccl" is registered but not driven by the trainer yet.
-    checkpoint_engine: str = "naive"
+    # "ray" (standalone); "nccl" is registered but not driven by the trainer yet. None: the placement's.
+    checkpoint_engine: str | None = None
     # Bucket size for weight sync, in MB.
     update_weights_bucket_megabytes: int = 512
     # vLLM: KV-cache / memory share of the device, max model length, eager mode.
@@ -312,7 +313,7 @@ class RolloutConfig:
         """
         if self.agent.num_workers is not None:
             return self.agent.num_workers
-        return 0 if self.mode == "hybrid" else 1
+        return 1 if self.mode == "standalone" else 0
 
 
 @dataclass

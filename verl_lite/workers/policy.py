@@ -81,6 +81,8 @@ class PolicyWorker(Worker):
         self.sync = get_checkpoint_engine(cfg.rollout.checkpoint_engine)(
             cfg.rollout.update_weights_bucket_megabytes, rank=self.rank
         )
+        if self.actor is not None:
+            self.sync.offer(self.actor.weights_to_sync)
         for mesh in self.roles:
             self.register_mesh(mesh, dp_rank=self.rank, is_collect=True)
         self.kv = get_kv_client()

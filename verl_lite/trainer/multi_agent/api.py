@@ -25,10 +25,7 @@ def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_upda
     (``estimator`` gae brings the policy a critic of its own)."""
     from hydra import compose, initialize_config_dir
 
-    from verl_lite.trainer.config import PPOConfig
-    from verl_lite.trainer.validation import resolve_embedded_defaults, validate_config
-    from verl_lite.trainer.verl_compat import drop_verl_keys
-    from verl_lite.utils.config import from_config
+    from verl_lite.trainer.load import load_ppo_config
 
     overrides = [
         f"data.train_batch_size={groups_per_update}",
@@ -54,11 +51,7 @@ def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_upda
         ]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose("ppo_trainer", overrides=[*overrides, *args.overrides])
-    # main_ppo.load_config's steps (an entry point this floor does not import): verl's unused keys dropped
-    cfg, _ = drop_verl_keys(cfg)
-    config = resolve_embedded_defaults(from_config(PPOConfig, cfg))
-    validate_config(config)
-    return config
+    return load_ppo_config(cfg)
 
 
 class MAGRPOTrainer:
@@ -215,7 +208,7 @@ class MAGRPOTrainer:
 
         from verl_lite.kv import init_kv_store
         from verl_lite.kv.config import NAME_PREFIX_ENV
-        from verl_lite.trainer.task_runner import build_resource_manager, build_worker_groups
+        from verl_lite.trainer.placement import get_placement
 
         args = self.args
         policies = 1 if args.shared_policy else args.num_agents
@@ -249,10 +242,11 @@ class MAGRPOTrainer:
             kv = init_kv_store(configs[0].kv, client_name="controller")
             policy_groups, tokenizers = [], []
             for config in configs:
-                manager = build_resource_manager(config)
+                placement = get_placement(config)
+                manager = placement.resource_manager(config)
                 manager.create_resource_pool()
                 runtime["managers"].append(manager)
-                policy_groups.append(build_worker_groups(config, manager))
+                policy_groups.append(placement.build_worker_groups(config, manager))
                 tokenizers.append(
                     AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
                 )

@@ -168,8 +168,7 @@ class MultiAgentLoop:
         if "actor/kl_loss" in update:
             metrics["reference_kl_mean"] = update["actor/kl_loss"]
             metrics["reference_kl_penalty_mean"] = update["actor/kl_loss"] * self.args.kl_coef
-        handle = agent.groups.actor.send_weights(self.version)
-        agent.groups.agent_loop.receive_weights(handle, self.version)
+        agent.groups.sync_weights(self.version)
         return metrics
 
     def transition(self, item: dict, prompts: list[str], answers: list[str], turn: int) -> list[Any]:

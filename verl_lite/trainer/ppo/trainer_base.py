@@ -11,7 +11,7 @@ import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -58,13 +58,30 @@ class WorkerGroups:
     rollout: Any
     # the agent-loop manager that turns prompt keys into stored trajectories through the servers
     agent_loop: Any
+    # where the rollout servers run (verl_lite.trainer.placement): it built these groups and syncs weights
+    placement: Any
     critic: Any = None
     # the RewardModel role, only with reward.reward_model.enable
     reward_model: Any = None
 
+    def sync_weights(self, version: int, between_aborts: bool = False) -> dict[str, float]:
+        """The actor's weights to every rollout server as ``version``; the servers' mean metrics."""
+        return mean_of_dicts(self.placement.sync_weights(self, version, between_aborts))
+
 
 class PPOTrainer:
     """Synchronous PPO/GRPO loop; subclasses change behaviour through the ``on_*`` hooks only."""
+
+    # the rollout placement this mode runs on when rollout.mode is null; a mode that overlaps generation
+    # and training says "standalone" and validation refuses it with any other (verl_lite.trainer.placement)
+    placement: ClassVar[str] = "hybrid"
+    # whether the rollout runs ahead of training by up to trainer.replay_buffer.max_off_policy_threshold
+    needs_staleness_bound: ClassVar[bool] = False
+
+    @staticmethod
+    def config_problems(config: PPOConfig) -> list[str]:
+        """Problems with the keys only this mode reads, one sentence each (validation, before Ray starts)."""
+        return []
 
     def __init__(
         self,
@@ -208,8 +225,7 @@ class PPOTrainer:
 
     def sync_weights(self, version: int) -> dict[str, float]:
         """The actor's weights to every rollout server as ``version`` (in place when colocated)."""
-        handle = self.groups.actor.send_weights(version)
-        return mean_of_dicts(self.groups.agent_loop.receive_weights(handle, version))
+        return self.groups.sync_weights(version)
 
     def refill(self, num_prompts: int) -> None:
         """``refill_fn`` of the replay buffer: generate replacements for evicted groups."""

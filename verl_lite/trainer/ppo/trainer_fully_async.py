@@ -36,7 +36,7 @@ import ray
 
 from verl_lite.algorithms import get_adv_estimator_needs
 from verl_lite.kv import KVBatchMeta
-from verl_lite.trainer.ppo.metrics import mean_of_dicts, staleness_metrics
+from verl_lite.trainer.ppo.metrics import staleness_metrics
 from verl_lite.trainer.ppo.trainer_base import PPOTrainer, register_trainer
 from verl_lite.workers.agent_loop.manager import PendingSequences
 
@@ -56,8 +56,8 @@ class _Launch:
 class FullyAsyncTrainer(PPOTrainer):
     """PPO/GRPO on groups a standalone rollout streams into the replay buffer, at most ``S`` versions stale."""
 
-    # validation refuses the mode with rollout.mode=hybrid, and without a staleness bound
-    needs_standalone_rollout = True
+    # generation overlaps training on a pool of its own, at most the staleness bound ahead
+    placement = "standalone"
     needs_staleness_bound = True
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -108,10 +108,9 @@ class FullyAsyncTrainer(PPOTrainer):
     # ---- the rollout side -----------------------------------------------------------------------
     def sync_weights(self, version: int) -> dict[str, float]:
         """The actor's weights to the servers between ``abort_all`` and ``resume`` (partial rollout)."""
-        handle = self.groups.actor.send_weights(version)
-        per_server = self.groups.agent_loop.receive_weights_between_aborts(handle, version)
+        metrics = self.groups.sync_weights(version, between_aborts=True)
         self.served_version = version
-        return mean_of_dicts(per_server)
+        return metrics
 
     def refill(self, num_prompts: int) -> None:
         """``refill_fn`` of the replay buffer: replacements start now, with the newest weights; no wait."""

@@ -36,8 +36,8 @@ from verl_lite.workers.agent_loop.manager import PendingSequences
 class OneStepOffTrainer(PPOTrainer):
     """PPO/GRPO with generation one step ahead of training on a standalone rollout pool."""
 
-    # validation refuses the mode with rollout.mode=hybrid (servers in the actor's processes)
-    needs_standalone_rollout = True
+    # generation overlaps training: the servers need a pool of their own
+    placement = "standalone"
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -160,9 +160,12 @@ class RolloutWorker(Worker):
         """Load the weights behind ``handle`` as ``version`` (waking the engine first); returns the bytes."""
         self.wake_up()
         received = {"bytes": 0.0}
+        # called here, on the thread Ray runs this method on: an engine that gathers eagerly (naive) gathers
+        # on the training thread of a hybrid process
+        pairs = self.sync.receive_weights(handle, version)
 
         def counted():
-            for name, tensor in self.sync.receive_weights(handle, version):
+            for name, tensor in pairs:
                 received["bytes"] += tensor.numel() * tensor.element_size()
                 yield name, tensor
 
