@@ -19,17 +19,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from tensordict import TensorDict
 from transformers import AutoTokenizer
 
 from tests.workers.helpers import actor_config, release
 from tests.workers.probes import InspectableRollout
 from verl_lite.data.rl_dataset import RLHFDataset
 from verl_lite.kv import KVBatchMeta, trajectory_key
-from verl_lite.protocol import non_tensor_rows
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
 from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.manager import AgentLoopManager
+from verl_lite.workers.agent_loop.worker import prompt_rows
 from verl_lite.workers.config import ActorRolloutRefConfig
 
 PACKAGE = Path(__file__).resolve().parents[2] / "verl_lite"
@@ -39,7 +38,6 @@ VAL = PACKAGE / "assets" / "synthetic_tools" / "val.parquet"
 # val rows on which the agent model calls the calculator (call, tool result, answer) in both samples (each
 # request is seeded by its id, so which rows these are depends on the prompt keys calc{row} below)
 ROWS = (0, 3, 7, 9)
-ROW_FIELDS = ("data_source", "ground_truth", "extra_info", "messages", "agent_name")
 
 
 def rollout_config() -> dict:
@@ -58,19 +56,12 @@ def rollout_config() -> dict:
     return actor_config(str(AGENT_MODEL), "hf_recording", sections={"rollout": rollout})
 
 
-def put_prompts(kv, uids: list[str]) -> KVBatchMeta:
-    """The val rows ``ROWS`` as the trainer stores prompt groups (token ids plus the rows' fields)."""
+def put_prompts(kv, uids: list[str]) -> tuple[KVBatchMeta, list[dict]]:
+    """The val rows ``ROWS`` as the trainer submits prompt groups: markers in the store, rows with the call."""
     tokenizer = AutoTokenizer.from_pretrained(AGENT_MODEL)
     dataset = RLHFDataset(str(VAL), tokenizer, max_prompt_length=96, split="val")
     items = [dataset[i] for i in ROWS]
-    kv.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
-    fields = TensorDict(
-        {"prompts": torch.nested.nested_tensor([it["prompt_ids"] for it in items], layout=torch.jagged)},
-        batch_size=[len(items)],
-    )
-    for name in ROW_FIELDS:
-        fields.set(name, non_tensor_rows([it[name] for it in items]))
-    return kv.kv_batch_put(uids, "train", fields=fields)
+    return kv.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids]), prompt_rows(items)
 
 
 def requests_by_trajectory(requests: list[dict]) -> dict[str, list[dict]]:
@@ -98,7 +89,7 @@ def served(kv_store):
         # hybrid by default: the agent loops will run in the server's process, on its loop
         manager = AgentLoopManager(from_config(ActorRolloutRefConfig, config), None, rollout)
         rollout.init_model()
-        meta = manager.generate_sequences(put_prompts(kv_store, [f"calc{i}" for i in ROWS]))
+        meta = manager.generate_sequences(*put_prompts(kv_store, [f"calc{i}" for i in ROWS]))
         [requests] = rollout.recorded_requests()
     finally:
         if manager is not None:

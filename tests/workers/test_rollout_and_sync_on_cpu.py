@@ -1,13 +1,11 @@
 """Log-probs, generation through the agent-loop manager, and weight sync between actor and rollout servers."""
 
 import torch
-from tensordict import TensorDict
 from transformers import AutoModelForCausalLM
 
 from tests.workers.helpers import (
     PROMPTS,
     actor_config,
-    jagged,
     make_group,
     make_hybrid,
     put_trajectories,
@@ -27,11 +25,9 @@ def probs_diff(meta) -> float:
 
 
 def _prompts(kv_store, uids):
+    """Pending prompt groups ``uids`` (markers in the store) and their prompt rows, for generate_sequences."""
     prompts = kv_store.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
-    rows = [PROMPTS[i % len(PROMPTS)] for i in range(len(uids))]
-    return kv_store.kv_batch_put(
-        prompts.keys, "train", fields=TensorDict({"prompts": jagged(rows)}, [len(uids)])
-    )
+    return prompts, [{"prompt_ids": list(PROMPTS[i % len(PROMPTS)])} for i in range(len(uids))]
 
 
 def test_compute_log_prob_equals_full_forward_log_softmax_gather(tiny_model_dir, kv_store):
@@ -93,7 +89,7 @@ def test_ray_sync_carries_weights_to_a_standalone_rollout_group(tiny_model_dir, 
 def test_trajectories_from_two_servers_match_the_actor_log_probs(tiny_model_dir, kv_store):
     hybrid = make_hybrid(tiny_model_dir, 2, name="agree")
     try:
-        trajectories = hybrid.agent_loop.generate_sequences(_prompts(kv_store, ["p0", "p1", "p2"]))
+        trajectories = hybrid.agent_loop.generate_sequences(*_prompts(kv_store, ["p0", "p1", "p2"]))
         assert trajectories.keys == ["p0_0_0", "p0_1_0", "p1_0_0", "p1_1_0", "p2_0_0", "p2_1_0"]
         stored = kv_store.kv_batch_get(
             trajectories.keys, "train", select_fields=["prompts", "responses", "response_mask"]
@@ -117,13 +113,13 @@ def test_free_cache_engine_sleeps_after_generation_and_wakes_before_the_weight_s
     # The probe backend can sleep (and breaks loudly if misordered).
     hybrid = make_hybrid(tiny_model_dir, 1, name="sleepy", rollout_name="hf_sleep_probe", sleeps=True)
     try:
-        hybrid.agent_loop.generate_sequences(_prompts(kv_store, ["s0", "s1"]))
+        hybrid.agent_loop.generate_sequences(*_prompts(kv_store, ["s0", "s1"]))
         assert hybrid.rollout.sleep_state() == [
             {"sleeps": True, "asleep": True, "events": ["generate", "sleep"]}
         ]
         hybrid.actor.update_actor(hybrid.actor.compute_log_prob(put_trajectories(kv_store)))  # while asleep
         hybrid.sync(1)
-        trajectories = hybrid.agent_loop.generate_sequences(_prompts(kv_store, ["s2", "s3"]))
+        trajectories = hybrid.agent_loop.generate_sequences(*_prompts(kv_store, ["s2", "s3"]))
         state = hybrid.rollout.sleep_state()[0]
         assert state["events"] == ["generate", "sleep", "wake_up", "load_weights", "generate", "sleep"]
         # Woken before the sync, so the served weights are the trained actor's (not the stale stash).
@@ -136,7 +132,7 @@ def test_free_cache_engine_sleeps_after_generation_and_wakes_before_the_weight_s
 def test_free_cache_engine_is_skipped_for_the_hf_backend_which_cannot_sleep(tiny_model_dir, kv_store):
     hybrid = make_hybrid(tiny_model_dir, 1, name="awake", sleeps=True)
     try:
-        hybrid.agent_loop.generate_sequences(_prompts(kv_store, ["a0", "a1"]))
+        hybrid.agent_loop.generate_sequences(*_prompts(kv_store, ["a0", "a1"]))
         assert hybrid.rollout.sleep_state() == [{"sleeps": False, "asleep": False, "events": None}]
     finally:
         release_hybrid(hybrid)

@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-from tensordict import TensorDict
 
-from tests.workers.helpers import PROMPTS, jagged, make_hybrid, put_trajectories, release_hybrid
+from tests.workers.helpers import PROMPTS, make_hybrid, put_trajectories, release_hybrid
 from verl_lite.trainer.ppo.metrics import combine_shard_stats
 from verl_lite.workers.policy import PROBS_DIFF
 
@@ -21,8 +20,8 @@ def test_vllm_server_after_weight_sync_matches_actor_log_probs(tiny_model_dir, k
         hybrid.sync(5)
         assert hybrid.rollout.weight_version() == [5]
         prompts = kv_store.kv_batch_put(["v0", "v1"], "train", tags=[{"uid": "v0"}, {"uid": "v1"}])
-        kv_store.kv_batch_put(prompts.keys, "train", fields=TensorDict({"prompts": jagged(PROMPTS[:2])}, [2]))
-        trajectories = hybrid.agent_loop.generate_sequences(prompts)
+        rows = [{"prompt_ids": list(p)} for p in PROMPTS[:2]]
+        trajectories = hybrid.agent_loop.generate_sequences(prompts, rows)
         assert trajectories.keys == ["v0_0_0", "v0_1_0", "v1_0_0", "v1_1_0"]
         assert all(0 < t["response_len"] <= 6 and t["max_weight_version"] == 5 for t in trajectories.tags)
         # vLLM's log-probs of its own samples equal the trained actor's: the new weights arrived in place.
@@ -46,8 +45,9 @@ def test_vllm_serves_a_lora_actors_adapter_and_then_matches_its_log_probs(tiny_m
             hybrid.sync(version)
             uids = [f"l{version}_0", f"l{version}_1"]
             prompts = kv_store.kv_batch_put(uids, "train", tags=[{"uid": u} for u in uids])
-            kv_store.kv_batch_put(uids, "train", fields=TensorDict({"prompts": jagged(PROMPTS[:2])}, [2]))
-            trajectories = hybrid.agent_loop.generate_sequences(prompts)
+            trajectories = hybrid.agent_loop.generate_sequences(
+                prompts, [{"prompt_ids": p} for p in PROMPTS[:2]]
+            )
             # vLLM's log-probs of its own samples (base weights + the served adapter) equal the actor's.
             scored = hybrid.actor.compute_log_prob(trajectories)
             assert combine_shard_stats([scored.stats])[f"{PROBS_DIFF}/mean"] < 1e-5

@@ -13,12 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from tensordict import TensorDict
 
 from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.keys import parse_trajectory_key
-from verl_lite.protocol import non_tensor_rows, to_jagged
+from verl_lite.protocol import to_jagged
 from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MAGRPOConfig
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts
@@ -197,12 +196,15 @@ class MultiAgentLoop:
         pending = []
         for agent, prompt in zip(self.agents, prompts):
             texts = [prompt] if isinstance(prompt, str) else list(prompt)
-            meta = self.submit(agent, texts, step, partition)
-            pending.append((agent, agent.groups.agent_loop.launch_sequences(meta, validate=validate)))
+            meta, rows = self.submit(agent, texts, step, partition)
+            pending.append((agent, agent.groups.agent_loop.launch_sequences(meta, rows, validate=validate)))
         return [agent.groups.agent_loop.collect_sequences(p) for agent, p in pending]
 
-    def submit(self, agent: Agent, texts: list[str], step: int, partition: str) -> KVBatchMeta:
-        """Store the chat-templated prompts' token ids as pending prompt keys."""
+    def submit(
+        self, agent: Agent, texts: list[str], step: int, partition: str
+    ) -> tuple[KVBatchMeta, list[dict]]:
+        """Pending prompt groups for the chat-templated ``texts``: their keys and tags (stored as markers),
+        and the prompt rows that travel with the launch call."""
         first = self._submitted
         self._submitted += len(texts)
         uids = [f"{partition}{step}-{first + j}" for j in range(len(texts))]
@@ -212,23 +214,14 @@ class MultiAgentLoop:
             )
             for text in texts
         ]
-        ids = [agent.tokenizer(t, add_special_tokens=False)["input_ids"] for t in templated]
-        fields = TensorDict(
-            {
-                "prompts": to_jagged(ids, torch.long),
-                "raw_prompt": non_tensor_rows(templated),
-            },
-            batch_size=[len(texts)],
-        )
+        rows = [
+            {"prompt_ids": agent.tokenizer(t, add_special_tokens=False)["input_ids"], "raw_prompt": t}
+            for t in templated
+        ]
         tags = [{"uid": uid, "status": "pending"} for uid in uids]
-        stored = self.kv.kv_batch_put(uids, partition, fields=fields, tags=tags)
-        return KVBatchMeta(
-            keys=uids,
-            tags=tags,
-            partition_id=partition,
-            fields=stored.fields,
-            extra_info={"global_steps": step},
-        )
+        self.kv.kv_batch_put(uids, partition, tags=tags)
+        meta = KVBatchMeta(keys=uids, tags=tags, partition_id=partition, extra_info={"global_steps": step})
+        return meta, rows
 
     def responses(self, agent_index: int, out: KVBatchMeta) -> list[str]:
         """Agent ``agent_index``'s decoded answers in trajectory order (by prompt, then sample index)."""

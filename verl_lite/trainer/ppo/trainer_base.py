@@ -1,7 +1,8 @@
 """``PPOTrainer``: the controller's training loop as named steps, with hooks trainer modes override.
 
-The controller only moves keys and tags: prompts go into the KV store once, workers read and
-write every token tensor themselves, and what comes back here is ``KVBatchMeta`` and scalars.
+The controller only moves keys and tags: the prompts of a batch travel with the launch call to the
+rollout, workers read and write every token tensor in the KV store themselves, and what comes back here
+is ``KVBatchMeta`` and scalars.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from tensordict import TensorDict
 
 from verl_lite.algorithms import build_kl_controller, get_adv_estimator_needs
 from verl_lite.kv import KVBatchMeta
-from verl_lite.protocol import non_tensor_rows, to_jagged
 from verl_lite.trainer.checkpoint import (
     CheckpointWriter,
     load_trainer_state,
@@ -29,10 +28,16 @@ from verl_lite.trainer.checkpoint import (
 from verl_lite.trainer.config import PPOConfig
 from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
-from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts, tag_metrics, validation_metrics
+from verl_lite.trainer.ppo.metrics import (
+    combine_shard_stats,
+    mean_of_dicts,
+    staleness_metrics,
+    tag_metrics,
+    validation_metrics,
+)
 from verl_lite.utils.registry import Registry
 from verl_lite.workers.agent_loop.manager import PendingSequences
-from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS
+from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS, prompt_rows
 from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED, TRAJECTORY_FIELDS
 
 TRAINERS: Registry[type] = Registry("trainer mode")
@@ -209,10 +214,15 @@ class PPOTrainer:
     def start_generation(self, step: int, num_prompts: int) -> PendingSequences:
         """``generate`` without the wait: the next prompts are submitted and the rollout starts on them."""
         items = next(self.train_batches)[:num_prompts]
-        meta = self.submit_prompts(items, step, "train")
+        return self.launch(self.submit_prompts(items, step, "train"), items)
+
+    def launch(self, meta: KVBatchMeta, items: list[dict]) -> PendingSequences:
+        """Start the rollout of the prompt groups ``meta`` (dataset rows ``items``, which travel with it)."""
         # ReMax-style estimators also need each prompt's greedy response scored (its reward_baselines)
         needs = get_adv_estimator_needs(self.config.algorithm.adv_estimator)
-        return self.groups.agent_loop.launch_sequences(meta, greedy_baseline=needs.greedy_baseline)
+        return self.groups.agent_loop.launch_sequences(
+            meta, prompt_rows(items), greedy_baseline=needs.greedy_baseline
+        )
 
     def finish_generation(self, pending: PendingSequences) -> None:
         """Wait for a started generation; add its reward time and fault counters to this step's."""
@@ -232,7 +242,10 @@ class PPOTrainer:
         self.generate(self.global_step, num_prompts)
 
     def submit_prompts(self, items: list[dict], step: int, partition: str) -> KVBatchMeta:
-        """Register prompt groups with the buffer and store their token ids and reward fields."""
+        """Register prompt groups with the buffer (pending markers, tags only); their keys and tags.
+
+        The prompts themselves travel with the launch call (:meth:`launch`), not through the store.
+        """
         self._submitted += len(items)
         uids = [f"{partition}{step}-{self._submitted - len(items) + i}" for i in range(len(items))]
         markers = self.buffer.add_groups(
@@ -244,20 +257,8 @@ class PPOTrainer:
                 for uid, it in zip(uids, items)
             }
         )
-        fields = TensorDict(
-            {"prompts": to_jagged([it["prompt_ids"] for it in items])},
-            batch_size=[len(items)],
-        )
-        for name in ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name"):
-            if name in items[0]:
-                fields.set(name, non_tensor_rows([it[name] for it in items]))
-        stored = self.kv.kv_batch_put(uids, partition, fields=fields)
         return KVBatchMeta(
-            keys=uids,
-            tags=markers.tags,
-            partition_id=partition,
-            fields=stored.fields,
-            extra_info={"global_steps": step},
+            keys=uids, tags=markers.tags, partition_id=partition, extra_info={"global_steps": step}
         )
 
     def score_and_estimate(self, batch: KVBatchMeta) -> dict[str, float]:
@@ -314,8 +315,11 @@ class PPOTrainer:
         size = self.config.data.val_batch_size or len(items)
         prompts, trajectories = [], []
         for begin in range(0, len(items), size):
-            prompts.append(self.submit_prompts(items[begin : begin + size], self.global_step, "val"))
-            trajectories.append(self.groups.agent_loop.generate_sequences(prompts[-1], validate=True))
+            chunk = items[begin : begin + size]
+            prompts.append(self.submit_prompts(chunk, self.global_step, "val"))
+            trajectories.append(
+                self.groups.agent_loop.generate_sequences(prompts[-1], prompt_rows(chunk), validate=True)
+            )
         meta, out = KVBatchMeta.concat(prompts), KVBatchMeta.concat(trajectories)
         n = self.config.actor_rollout_ref.rollout.val_kwargs.n
         by_uid = {tag["uid"]: tag.get("data_source") for tag in meta.tags}
@@ -422,6 +426,8 @@ class PPOTrainer:
         )
         out.update(self.rollout_counts)
         out.update(tag_metrics(batch.tags, self.config.data.max_response_length))
+        # the weights being updated are version step - 1 (the actor after that many updates)
+        out.update(staleness_metrics(batch.tags, trainer_version=step - 1))
         # The store's own accounting: token tensors the controller read (should stay 0).
         io = self.kv.io_accounting().get(self.kv.name, {})
         out["kv/controller_bytes_read"] = float(io.get("bytes_read", 0))

@@ -21,8 +21,8 @@ With ``S = 0`` and ``k = 1`` this is the sync trainer step for step (the same pr
 weights), only the generation of step t+1 starts right after step t's sync.
 
 Checkpoint and resume: the buffer's checkpoint holds the partition (finished groups waiting, groups
-in flight as pending), the data iterator is past every submitted prompt and prompts drawn but not yet
-submitted are in this trainer's state; on resume the groups still pending are generated again, as of the
+in flight as pending), the data iterator is past every submitted prompt, and this trainer's state holds
+the prompts drawn but not yet submitted and those of the groups in flight; on resume the groups still pending are generated again, as of the
 restored weights, so every prompt is trained exactly once.
 """
 
@@ -34,9 +34,7 @@ from typing import Any
 
 import ray
 
-from verl_lite.algorithms import get_adv_estimator_needs
 from verl_lite.kv import KVBatchMeta
-from verl_lite.trainer.ppo.metrics import staleness_metrics
 from verl_lite.trainer.ppo.trainer_base import PPOTrainer, register_trainer
 from verl_lite.workers.agent_loop.manager import PendingSequences
 
@@ -71,6 +69,8 @@ class FullyAsyncTrainer(PPOTrainer):
         self._launches: list[_Launch] = []
         # prompts drawn from the data iterator and not submitted yet (a refill took part of a batch)
         self._drawn: list[dict] = []
+        # the dataset rows of the groups submitted and not trained yet, by uid (generated again on resume)
+        self._submitted_rows: dict[str, dict] = {}
         # start of the span async/rollout_idle_s covers (the first launch, then the previous step's end)
         self._window_start: float | None = None
         self._trainer_idle_s = 0.0
@@ -89,11 +89,11 @@ class FullyAsyncTrainer(PPOTrainer):
 
     def on_update_end(self, step: int, batch: KVBatchMeta) -> dict[str, float]:
         """Staleness and partial share of the trained batch; sync on schedule; top the rollout up again."""
-        metrics = staleness_metrics(batch.tags, trainer_version=step - 1)
+        metrics = {}
         partial = [t.get("min_weight_version", -1) < t.get("max_weight_version", -1) for t in batch.tags]
         metrics["async/partial_fraction"] = sum(partial) / max(len(partial), 1)
         if self._sync_due(step):
-            with self.timed("sync_weights"):
+            with self.timed("update_weights"):
                 metrics.update(self.sync_weights(step))
         self._top_up(trained=step)
         metrics["async/trainer_idle_s"] = self._trainer_idle_s
@@ -137,12 +137,11 @@ class FullyAsyncTrainer(PPOTrainer):
     def _launch(self, items: list[dict]) -> None:
         # submitted as of the step the servers' weights are on-policy for: age = versions behind
         meta = self.submit_prompts(items, self.served_version + 1, TRAIN)
-        self._start(meta)
+        self._submitted_rows.update(zip(meta.keys, items))
+        self._start(meta, items)
 
-    def _start(self, meta: KVBatchMeta) -> None:
-        needs = get_adv_estimator_needs(self.config.algorithm.adv_estimator)
-        pending = self.groups.agent_loop.launch_sequences(meta, greedy_baseline=needs.greedy_baseline)
-        self._launches.append(_Launch(pending, time.time()))
+    def _start(self, meta: KVBatchMeta, items: list[dict]) -> None:
+        self._launches.append(_Launch(self.launch(meta, items), time.time()))
         if self._window_start is None:
             self._window_start = self._launches[-1].started
 
@@ -187,12 +186,22 @@ class FullyAsyncTrainer(PPOTrainer):
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The base state plus the prompts drawn but not submitted yet."""
-        return {**super().state_dict(), "drawn": self._drawn}
+        """The base state plus the prompts drawn but not submitted yet, and those of the groups in flight."""
+        in_flight = [
+            uid for status in ("pending", "running") for uid in self.buffer.group_uids(TRAIN, status)
+        ]
+        rows = {uid: self._submitted_rows[uid] for uid in in_flight if uid in self._submitted_rows}
+        return {**super().state_dict(), "drawn": self._drawn, "in_flight_rows": rows}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._drawn = list(state.get("drawn", []))
+        self._submitted_rows = dict(state.get("in_flight_rows", {}))
+
+    def _forget_groups(self, uids: list[str]) -> None:
+        super()._forget_groups(uids)
+        for uid in uids:
+            self._submitted_rows.pop(uid, None)
 
     def resume(self) -> str | None:
         """The base resume, then the groups that were in flight are generated again (as of now)."""
@@ -210,12 +219,10 @@ class FullyAsyncTrainer(PPOTrainer):
         tags = [{"global_steps": self.served_version + 1}] * len(uids)
         self.kv.kv_update_tags(uids, TRAIN, tags)
         listing = self.kv.kv_list(TRAIN)[TRAIN]
-        fields = self.kv.kv_field_names(TRAIN)[TRAIN][uids[0]]
         meta = KVBatchMeta(
             keys=uids,
             tags=[listing[uid] for uid in uids],
             partition_id=TRAIN,
-            fields=list(fields),
             extra_info={"global_steps": self.served_version + 1},
         )
-        self._start(meta)
+        self._start(meta, [self._submitted_rows[uid] for uid in uids])

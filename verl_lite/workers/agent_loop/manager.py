@@ -1,6 +1,6 @@
 """``AgentLoopManager``: the controller's handle on the rollout side (agent-loop workers + rollout servers).
 
-The controller hands it prompt keys and gets trajectory keys back; the agent-loop workers do the rest:
+The controller hands it prompt groups (keys, and the prompts themselves) and gets trajectory keys back; the agent-loop workers do the rest:
 ``rollout.agent.num_workers`` Ray actors of their own, or (its default in the hybrid placement) one on
 each rollout server's loop, in the server's process, running that replica's share of each batch. It
 also owns the rollout group's lifecycle calls that belong to a generation: the sleep after it, in the
@@ -95,21 +95,24 @@ class AgentLoopManager:
         return self._sleeps
 
     def generate_sequences(
-        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+        self, meta: KVBatchMeta, rows: list[dict], validate: bool = False, greedy_baseline: bool = False
     ) -> KVBatchMeta:
         """Trajectories of ``meta``'s prompt groups (``n`` each), stored, scored and tagged; see the worker."""
-        return self.collect_sequences(self.launch_sequences(meta, validate, greedy_baseline))
+        return self.collect_sequences(self.launch_sequences(meta, rows, validate, greedy_baseline))
 
     def launch_sequences(
-        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+        self, meta: KVBatchMeta, rows: list[dict], validate: bool = False, greedy_baseline: bool = False
     ) -> PendingSequences:
-        """Start ``generate_sequences`` on the workers and return at once (the rollout runs meanwhile)."""
+        """Start ``generate_sequences`` on the workers and return at once (the rollout runs meanwhile).
+
+        ``rows`` (``prompt_rows`` of the groups' dataset rows, in ``meta``'s order) travel with the call.
+        """
         self._start_loops_in_servers()
-        refs = [
-            generate.remote(part, validate, greedy_baseline)
-            for generate, part in zip(self._generate, meta.chunk(len(self._generate)))
-            if len(part)
-        ]
+        refs, start = [], 0
+        for generate, part in zip(self._generate, meta.chunk(len(self._generate))):
+            if len(part):
+                refs.append(generate.remote(part, rows[start : start + len(part)], validate, greedy_baseline))
+            start += len(part)
         return PendingSequences(refs, meta.partition_id, validate)
 
     def collect_sequences(self, pending: PendingSequences) -> KVBatchMeta:

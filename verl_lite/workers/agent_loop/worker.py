@@ -30,7 +30,8 @@ from verl_lite.workers.sequences import on_last_token
 
 # One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
 GREEDY_SAMPLING = SamplingConfig(n=1, temperature=0.0, do_sample=False)
-# Per-prompt fields the agent loops and the reward manager read from the prompt keys when present.
+# Per-prompt fields of a dataset row the agent loops and the reward manager read, when present; a row
+# always has its chat-templated token ids, ``prompt_ids``.
 ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name")
 # The stats entry (sum/count/max/min) of the seconds one agent-loop worker spent scoring.
 REWARD_SECONDS = "timing_s/reward"
@@ -108,12 +109,17 @@ class AgentLoopWorker:
         self.index = index
 
     async def generate_sequences(
-        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+        self,
+        meta: KVBatchMeta,
+        rows: list[dict[str, Any]],
+        validate: bool = False,
+        greedy_baseline: bool = False,
     ) -> KVBatchMeta:
-        """``n`` trajectories per prompt key of ``meta``, scored and stored as ``{uid}_{sample}_0``.
+        """``n`` trajectories per prompt group of ``meta``, scored and stored as ``{uid}_{sample}_0``.
 
-        Reads ``prompts`` (token ids) and, when present, ``raw_prompt``, ``data_source``,
-        ``ground_truth``, ``extra_info``, ``messages`` and ``agent_name`` of the prompt keys. Writes per
+        ``rows`` are the groups' prompts, in ``meta``'s order, as :func:`prompt_rows` makes them:
+        ``prompt_ids`` and, when present, ``raw_prompt``, ``data_source``, ``ground_truth``,
+        ``extra_info``, ``messages`` and ``agent_name``. Writes per
         trajectory ``prompts``, ``responses``, ``response_mask`` (0 on tool/observation tokens),
         ``rollout_log_probs`` and (with a reward manager) ``token_level_scores`` on the last model
         token; tags it with its score, acc, ``num_turns``, the min/max weight version and the agent's
@@ -128,7 +134,12 @@ class AgentLoopWorker:
         if not len(meta):
             return KVBatchMeta(keys=[], partition_id=meta.partition_id, extra_info=meta.extra_info)
         sampling = rollout.val_kwargs if validate else rollout.train_sampling()
-        rows = await asyncio.to_thread(self._read_rows, meta)
+        if len(rows) != len(meta):
+            raise ValueError(f"generate_sequences: {len(rows)} prompt rows for {len(meta)} prompt groups.")
+        # verl's data files carry per-row tool arguments in extra_info.tools_kwargs
+        rows = [
+            {**row, "tools_kwargs": (row.get("extra_info") or {}).get("tools_kwargs") or {}} for row in rows
+        ]
         batch = _Batch(
             meta=meta,
             rows=rows,
@@ -330,18 +341,23 @@ class AgentLoopWorker:
             fields.append("reward_baselines")
         return sorted(fields)
 
-    def _read_rows(self, meta: KVBatchMeta) -> list[dict[str, Any]]:
-        wanted = ["prompts", *(f for f in ROW_FIELDS if f in meta.fields)]
-        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
-        columns = {name: td.get(name).tolist() for name in wanted[1:]}
-        rows = []
-        for i, prompt in enumerate(td.get("prompts").unbind()):
-            row = {name: values[i] for name, values in columns.items()}
-            row["prompt_ids"] = prompt.tolist()
-            # verl's data files carry per-row tool arguments in extra_info.tools_kwargs
-            row["tools_kwargs"] = (row.get("extra_info") or {}).get("tools_kwargs") or {}
-            rows.append(row)
-        return rows
+
+def prompt_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``generate_sequences`` takes of dataset rows: ``prompt_ids`` (a list) and the ``ROW_FIELDS``
+    present in the first row."""
+    names = [name for name in ROW_FIELDS if name in items[0]] if items else []
+    return [{"prompt_ids": _id_list(it["prompt_ids"]), **{n: it[n] for n in names}} for it in items]
 
 
-__all__ = ["FINISHED_AT", "REQUESTS_RETRIED", "REWARD_SECONDS", "SERVER_RESTARTS", "AgentLoopWorker"]
+def _id_list(ids: Any) -> list[int]:
+    return ids.tolist() if hasattr(ids, "tolist") else [int(i) for i in ids]
+
+
+__all__ = [
+    "FINISHED_AT",
+    "REQUESTS_RETRIED",
+    "REWARD_SECONDS",
+    "SERVER_RESTARTS",
+    "AgentLoopWorker",
+    "prompt_rows",
+]

@@ -122,10 +122,10 @@ class RolloutWorker(Worker):
 
     @endpoint
     def generate_sequences(
-        self, meta: KVBatchMeta, validate: bool = False, greedy_baseline: bool = False
+        self, meta: KVBatchMeta, rows: list[dict], validate: bool = False, greedy_baseline: bool = False
     ) -> KVBatchMeta:
         """This replica's share of a batch through the in-process agent loops (``AgentLoopWorker``'s)."""
-        return self.host.call(self._agent_loops().generate_sequences(meta, validate, greedy_baseline))
+        return self.host.call(self._agent_loops().generate_sequences(meta, rows, validate, greedy_baseline))
 
     @endpoint
     def decode(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
