@@ -359,7 +359,7 @@ def test_sapo_keys_chunked_validation_and_staleness_control_in_one_run(tmp_path,
         assert len(rows) == len(questions) and len({r["uid"] for r in rows}) == len(rows)
         assert all(sum(q in r["prompt"] for r in rows) == 1 for q in questions)
     last = _finite_steps(history)[-1]
-    assert last["off_policy/staleness_max"] == 0.0 and last["off_policy/evicted"] == 0.0
+    assert last["async/staleness/max"] == 0.0 and last["off_policy/evicted"] == 0.0
     assert "val-core/synthetic_arith/acc/mean@1" in last and last["actor/grad_norm"] > 0
 
 

@@ -193,7 +193,7 @@ class ReplayBuffer:
         Returns:
             ``(meta, metrics)``: the trajectory keys and tags of the chosen groups (group order,
             oldest first; ``extra_info`` holds ``uids``, ``group_keys`` and ``global_step``) and the
-            eviction and staleness metrics of this call.
+            eviction metrics and wait of this call.
         """
         cfg = self.config
         sampled = self._sampled.setdefault(partition_id, set())
@@ -252,7 +252,6 @@ class ReplayBuffer:
         sampled.update(g.uid for g in chosen)
         return self._meta(chosen, partition_id, global_step), {
             **{k: float(v) for k, v in evicted.items()},
-            **_staleness(chosen, global_step),
             "replay_buffer/wait_s": time.monotonic() - start,
         }
 
@@ -501,14 +500,6 @@ def _zero_variance(group: _Group, metric: str) -> bool:
             )
         values.append(float(tag[metric]))
     return len(values) > 0 and float(np.std(values)) == 0.0
-
-
-def _staleness(chosen: list[_Group], global_step: int) -> dict[str, float]:
-    ages = [global_step - g.global_steps for g in chosen] or [0]
-    return {
-        "off_policy/staleness_mean": float(np.mean(ages)),
-        "off_policy/staleness_max": float(np.max(ages)),
-    }
 
 
 def _count(groups) -> dict[str, int]:

@@ -5,7 +5,7 @@ Schedule of step t (weights version v = the actor after v updates; the servers' 
     collect batch t (launched during step t-1; the wait is async/trainer_idle_s)  -- step 1 generates it here
     launch the generation of batch t+1 on the servers, which hold version t-1
     sample, score, update: version t                                              -- overlaps the rollout
-    wait for batch t+1, then sync version t to the servers                        -- timing_s/sync_weights
+    wait for batch t+1, then sync version t to the servers                        -- timing_s/update_weights
 
 So every trained batch except the first comes from weights exactly one version older than the
 policy it updates (``async/staleness/max`` = 1), and the generation after a sync uses its weights.
@@ -27,7 +27,6 @@ import time
 from typing import Any
 
 from verl_lite.kv import KVBatchMeta
-from verl_lite.trainer.ppo.metrics import staleness_metrics
 from verl_lite.trainer.ppo.trainer_base import PPOTrainer, register_trainer
 from verl_lite.workers.agent_loop.manager import PendingSequences
 
@@ -61,13 +60,13 @@ class OneStepOffTrainer(PPOTrainer):
 
     def on_update_end(self, step: int, batch: KVBatchMeta) -> dict[str, float]:
         """Staleness of the trained batch; wait for the next batch, then sync this step's weights."""
-        metrics = staleness_metrics(batch.tags, trainer_version=step - 1)
+        metrics = {}
         if self._pending is not None:
             start = time.perf_counter()
             self.finish_generation(self._pending)
             self._idle_s += time.perf_counter() - start
             self._pending, self._prefetched = None, True
-        with self.timed("sync_weights"):
+        with self.timed("update_weights"):
             metrics.update(self.sync_weights(step))
         metrics["async/trainer_idle_s"] = self._idle_s
         return metrics
