@@ -94,6 +94,10 @@ BAD_CONFIGS = [
         "actor_rollout_ref.actor.sapo_tau_neg=0 is invalid; use a temperature > 0.",
     ),
     (
+        ["actor_rollout_ref.actor.loss_scale_factor=0"],
+        "actor_rollout_ref.actor.loss_scale_factor=0 is invalid; use a number of tokens > 0, or null.",
+    ),
+    (
         ["actor_rollout_ref.actor.clip_cov_lb=6.0"],
         "actor_rollout_ref.actor.clip_cov_lb=6.0 must be < actor_rollout_ref.actor.clip_cov_ub=5.0",
     ),

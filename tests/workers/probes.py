@@ -101,6 +101,13 @@ class InspectableRollout(RolloutWorker):
 
 class InspectableActor(PolicyWorker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def set_actor_config(self, **keys) -> None:
+        """Replace actor keys (loss mode, batching) between updates, so one group serves many settings."""
+        import dataclasses
+
+        self.config.actor = dataclasses.replace(self.config.actor, **keys)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def actor_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits of the actor model on full sequences."""
         with torch.no_grad():

@@ -343,7 +343,11 @@ def _policy_loss_problems(config: PPOConfig) -> list[str]:
     actor, prefix = config.actor_rollout_ref.actor, "actor_rollout_ref.actor."
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
     correction = {f.name: getattr(actor, f.name) for f in dataclasses.fields(RolloutCorrectionConfig)}
-    return policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
+    out = policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
+    scale = actor.loss_scale_factor
+    if scale is not None and not (isinstance(scale, (int, float)) and scale > 0):
+        out.append(f"{prefix}loss_scale_factor={scale!r} is invalid; use a number of tokens > 0, or null.")
+    return out
 
 
 def _val_batch_problems(config: PPOConfig) -> list[str]:
