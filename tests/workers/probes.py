@@ -114,6 +114,22 @@ class InspectableActor(PolicyWorker):
             self.actor.model.eval()
             return self.actor.forward({"input_ids": input_ids, "attention_mask": attention_mask}).cpu()
 
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def device_report(self) -> dict:
+        """Where this rank trains: its visible devices, current device (and its UUID) and group backend."""
+        import os
+
+        import torch.distributed as dist
+
+        on_gpu = self.actor.device.type == "cuda"
+        return {
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "device": str(self.actor.device),
+            "uuid": str(torch.cuda.get_device_properties(self.actor.device).uuid) if on_gpu else None,
+            "backend": dist.get_backend(),
+            "attention": self.actor.model.config._attn_implementation,
+        }
+
     @register(dispatch_mode=Dispatch.RANK_ZERO)
     def full_weights(self) -> dict:
         return {name: t.detach().clone().cpu() for name, t in self.actor.named_full_parameters()}

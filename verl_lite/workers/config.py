@@ -81,7 +81,7 @@ class EngineConfig:
     name: str = "fsdp"
     # Parameter dtype on GPU under mixed precision ("bfloat16" or "float32"); CPU always trains in fp32.
     param_dtype: str = "bfloat16"
-    # Process-group backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl".
+    # Process-group backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl" (on GPU CPU tensors use gloo).
     backend: str = "auto"
     # Random seed of model-side randomness (dropout, sampling in the same process).
     seed: int = 1
