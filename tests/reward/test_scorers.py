@@ -30,12 +30,12 @@ def test_gsm8k_extracts_answer_per_method(text, method, expected):
 def test_gsm8k_strict_ignores_numbers_outside_the_marker():
     # strict: no "####" -> 0; flexible finds the last number 18
     text = "She has 16 eggs and keeps 18"
-    assert compute_gsm8k_score(text, "18") == {"score": 0.0, "acc": 0.0}
-    assert compute_gsm8k_score(text, "18", method="flexible") == {"score": 1.0, "acc": 1.0}
+    assert compute_gsm8k_score(text, "18") == {"score": 0.0, "acc": 0.0, "pred": None}
+    assert compute_gsm8k_score(text, "18", method="flexible") == {"score": 1.0, "acc": 1.0, "pred": "18"}
 
 
 def test_gsm8k_wrong_answer_gets_format_score_and_numbers_compare_numerically():
-    assert compute_gsm8k_score("#### 17", "18", format_score=0.1) == {"score": 0.1, "acc": 0.0}
+    assert compute_gsm8k_score("#### 17", "18", format_score=0.1) == {"score": 0.1, "acc": 0.0, "pred": "17"}
     assert compute_gsm8k_score("#### 1,234.00", "1234")["acc"] == 1.0
     # a full worked solution as ground truth is reduced to its #### answer
     assert compute_gsm8k_score("#### 72", "48/2=24\n48+24=72\n#### 72")["score"] == 1.0
@@ -80,7 +80,8 @@ def test_normalize_math_answer(answer, expected):
 
 
 def test_math_score_compares_normalised_boxed_answers():
-    assert compute_math_score(r"Thus $\boxed{\dfrac{ 3 }{4}}$.", r"\frac{3}{4}") == {"score": 1.0, "acc": 1.0}
+    right = {"score": 1.0, "acc": 1.0, "pred": r"\frac{3}{4}"}  # pred: the normalised box
+    assert compute_math_score(r"Thus $\boxed{\dfrac{ 3 }{4}}$.", r"\frac{3}{4}") == right
     assert compute_math_score(r"\boxed{0.75}", r"\frac{3}{4}")["score"] == 0.0  # no numeric equivalence
     assert compute_math_score("3/4", r"\frac{3}{4}")["score"] == 0.0  # no box
     # the reference may be a full solution with its own box

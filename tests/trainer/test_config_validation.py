@@ -114,6 +114,18 @@ BAD_CONFIGS = [
         "actor_rollout_ref.actor.sapo_tau_neg=0 is invalid; use a temperature > 0.",
     ),
     (
+        ["actor_rollout_ref.engine.param_dtype=bf16"],
+        "actor_rollout_ref.engine.param_dtype='bf16' is not valid; use bfloat16 or float32.",
+    ),
+    (
+        ["actor_rollout_ref.engine.backend=mpi"],
+        "actor_rollout_ref.engine.backend='mpi' is not valid; use one of auto, gloo, nccl.",
+    ),
+    (
+        ["actor_rollout_ref.actor.loss_scale_factor=0"],
+        "actor_rollout_ref.actor.loss_scale_factor=0 is invalid; use a number of tokens > 0, or null.",
+    ),
+    (
         ["actor_rollout_ref.actor.clip_cov_lb=6.0"],
         "actor_rollout_ref.actor.clip_cov_lb=6.0 must be < actor_rollout_ref.actor.clip_cov_ub=5.0",
     ),

@@ -63,8 +63,8 @@ ROWS = {
         "reward.custom_reward_function.name=compute_score_batch",
         "+reward.reward_kwargs.length_bonus=0.25",
     ],
-    # OPO, CISPO with a zero-width truncation window, the length-normalised aggregation, and the score
-    # scaled then clipped.
+    # OPO, CISPO with a zero-width truncation window, the length-normalised aggregation with its own T,
+    # and the score scaled then clipped.
     "opo_cispo_scaled_reward": [
         "algorithm.adv_estimator=opo",
         f"{ARR}.actor.policy_loss=cispo",
@@ -72,6 +72,7 @@ ROWS = {
         f"{ARR}.actor.cispo_clip_ratio_high=0.0",
         f"{ARR}.actor.ppo_epochs=2",
         f"{ARR}.actor.loss_agg_mode=seq-mean-token-sum-norm",
+        f"{ARR}.actor.loss_scale_factor=48.0",
         "reward.processors.scale=2.0",
         "reward.processors.clip_min=-1.0",
         "reward.processors.clip_max=1.5",

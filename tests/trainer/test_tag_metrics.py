@@ -79,3 +79,60 @@ def test_staleness_counts_versions_from_each_trajectorys_oldest_weights():
         "async/staleness/mean": 0.0,
         "async/staleness/max": 0.0,
     }
+
+
+def _scored_tags(source: str, groups: list[tuple[str, list[str]]]) -> list[dict]:
+    """Validation tags as the agent loop writes them: the default reward manager's acc and ``str(pred)``."""
+    from verl_lite.reward import RewardConfig, RewardItem, build_reward_manager
+    from verl_lite.reward.trajectory_scoring import score_items
+
+    manager = build_reward_manager(RewardConfig())
+    tags = []
+    for uid, (ground_truth, responses) in enumerate(groups):
+        items = [
+            RewardItem(data_source=source, prompt="", response=r, ground_truth=ground_truth)
+            for r in responses
+        ]
+        for scored in score_items(manager, items):
+            tags.append(tag(str(uid), scored.acc, None if scored.pred is None else str(scored.pred), source))
+    return tags
+
+
+def test_gsm8k_rows_get_maj_at_4_with_one_vote_per_number():
+    import json
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "gsm8k_raw.jsonl"
+    answers = [
+        json.loads(line)["answer"] for line in fixture.read_text().splitlines()[:3]
+    ]  # ... #### 72 / 10 / 1,200
+    tags = _scored_tags(
+        "openai/gsm8k",
+        [
+            # "72" and "72.00" are one answer with 2 votes: right (counted apart, 4 singletons: "70" first, wrong)
+            (answers[0], ["#### 70", "#### 72", "#### 72.00", "#### 1,000"]),
+            # a wrong "12" out-votes the right "$10"
+            (answers[1], ["#### 12", "#### $10", "#### 12", "no number"]),
+            # "1200" and "1,200" are the reference's "1,200"
+            (answers[2], ["#### 1200", "#### 1,200", "#### 5", "#### 1200.0"]),
+        ],
+    )
+    out = validation_metrics(tags, 4)
+    assert out["val-core/openai/gsm8k/acc/mean@4"] == pytest.approx((2 + 1 + 3) / 12)
+    assert out["val-core/openai/gsm8k/acc/best@4"] == pytest.approx(3 / 3)
+    assert out["val-core/openai/gsm8k/acc/maj@4"] == pytest.approx(2 / 3)
+
+
+def test_math_rows_get_maj_at_4_over_normalised_boxes():
+    tags = _scored_tags(
+        "lighteval/MATH",
+        # \dfrac{1}{2} and \frac{ 1 }{2} normalise alike: 2 votes against 0.5 and 3, right
+        [
+            (
+                r"\frac{1}{2}",
+                [r"\boxed{0.5}", r"\boxed{\dfrac{1}{2}}", r"\boxed{3}", r"$\boxed{\frac{ 1 }{2}}$"],
+            )
+        ],
+    )
+    out = validation_metrics(tags, 4)
+    assert out["val-core/lighteval/MATH/acc/maj@4"] == 1.0

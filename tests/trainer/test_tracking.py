@@ -1,9 +1,11 @@
-"""The jsonl log across runs of one folder: a resume rewinds it, a fresh start moves the old one aside."""
+"""The tracker and its loggers: the jsonl log across runs of one folder, the registry, run ids kept for a resume."""
 
 import json
 
 import pytest
 
+from verl_lite.trainer.loggers import LOGGERS, RunInfo, register_logger, saved_run_id
+from verl_lite.trainer.loggers.mlflow_logger import mlflow_key
 from verl_lite.trainer.tracking import Tracker
 
 
@@ -36,5 +38,44 @@ def test_a_fresh_start_keeps_the_previous_log_beside_the_new_one(tmp_path):
 
 
 def test_unknown_logger_is_named():
-    with pytest.raises(ValueError, match=r"trainer.logger has unknown entries \['mlflow'\]"):
-        Tracker(["console", "mlflow"], "/tmp/unused", "p", "e")
+    with pytest.raises(ValueError, match=r"trainer.logger has unknown entries \['mlfow'\]"):
+        Tracker(["console", "mlfow"], "/tmp/unused", "p", "e")
+
+
+def test_a_registered_logger_receives_every_step_and_the_resume_hooks(tmp_path, monkeypatch):
+    # a private copy of the table, so the name is gone after the test (other tests list every logger)
+    monkeypatch.setattr(LOGGERS, "_entries", dict(LOGGERS._entries))
+    seen = []
+
+    @register_logger("test_recording")
+    class Recording:
+        def __init__(self, run):
+            seen.append(("init", run.project, run.experiment))
+
+        def log(self, metrics, step):
+            seen.append((step, metrics))
+
+        def rewind(self, step):
+            seen.append(("rewind", step))
+
+        def finish(self):
+            seen.append("finish")
+
+    tracker = Tracker(["test_recording", "jsonl"], str(tmp_path), "p", "e")
+    tracker.rewind(1)
+    tracker.log({"x": 1.0}, step=2)
+    tracker.finish([])
+    assert seen == [("init", "p", "e"), ("rewind", 1), (2, {"x": 1.0}), "finish"]
+
+
+def test_mlflow_keys_keep_slashes_and_spell_refused_characters():
+    assert mlflow_key("val-core/openai/gsm8k/acc/maj@4") == "val-core/openai/gsm8k/acc/maj_at_4"
+    assert mlflow_key("a(b)+c") == "a_b__c"
+
+
+def test_a_run_id_is_kept_for_a_resume_and_replaced_on_a_fresh_start(tmp_path):
+    run = RunInfo(str(tmp_path), "p", "e")
+    ids = iter(["first", "second"])
+    assert saved_run_id(run, "svc", resume=False, new_id=lambda: next(ids)) == "first"
+    assert saved_run_id(run, "svc", resume=True, new_id=lambda: next(ids)) == "first"
+    assert saved_run_id(run, "svc", resume=False, new_id=lambda: next(ids)) == "second"

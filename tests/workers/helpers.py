@@ -58,11 +58,12 @@ def make_group(
     rollout_name: str = "hf",
     model: dict | None = None,
     sections: dict | None = None,
+    use_gpu: bool = False,
     **actor,
 ):
-    """A policy-worker group (actor and/or ref roles, no rollout) on its own pool."""
+    """A policy-worker group (actor and/or ref roles, no rollout) on its own pool (one GPU a rank with use_gpu)."""
     group = RayWorkerGroup(
-        RayResourcePool([ranks], name_prefix=name),
+        RayResourcePool([ranks], use_gpu=use_gpu, name_prefix=name),
         RayClassWithInitArgs(
             InspectableActor,
             config=actor_config(model_dir, rollout_name, model, sections, **actor),

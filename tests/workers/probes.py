@@ -101,11 +101,34 @@ class InspectableRollout(RolloutWorker):
 
 class InspectableActor(PolicyWorker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def set_actor_config(self, **keys) -> None:
+        """Replace actor keys (loss mode, batching) between updates, so one group serves many settings."""
+        import dataclasses
+
+        self.config.actor = dataclasses.replace(self.config.actor, **keys)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def actor_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits of the actor model on full sequences."""
         with torch.no_grad():
             self.actor.model.eval()
             return self.actor.forward({"input_ids": input_ids, "attention_mask": attention_mask}).cpu()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def device_report(self) -> dict:
+        """Where this rank trains: its visible devices, current device (and its UUID) and group backend."""
+        import os
+
+        import torch.distributed as dist
+
+        on_gpu = self.actor.device.type == "cuda"
+        return {
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "device": str(self.actor.device),
+            "uuid": str(torch.cuda.get_device_properties(self.actor.device).uuid) if on_gpu else None,
+            "backend": dist.get_backend(),
+            "attention": self.actor.model.config._attn_implementation,
+        }
 
     @register(dispatch_mode=Dispatch.RANK_ZERO)
     def full_weights(self) -> dict:

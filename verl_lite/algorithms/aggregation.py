@@ -105,7 +105,7 @@ def agg_loss(
     global_num_tokens: float | torch.Tensor | None = None,
     global_num_seqs: float | torch.Tensor | None = None,
     dp_size: int = 1,
-    norm_length: int | None = None,
+    norm_length: float | None = None,
     loss_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Aggregate a per-token loss into one scalar according to ``loss_agg_mode``.
@@ -121,7 +121,8 @@ def agg_loss(
         dp_size: data-parallel world size; the result is scaled by it so that the rank average
             taken by the gradient all-reduce gives the full-batch value.
         norm_length: the constant T of ``seq-mean-token-sum-norm`` (Dr. GRPO uses the maximum
-            response length of the rollout config); defaults to ``loss_mat.shape[-1]``.
+            response length of the rollout config); defaults to ``loss_mat.shape[-1]``, which
+            differs between micro-batches, so callers that cut a batch must pass it.
         loss_weights: (batch, response_len) constant per-token factors of ``loss_mat`` (the off-policy
             importance weights of ``rollout_correction.py``); the counts N and S do not change.
 

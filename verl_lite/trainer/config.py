@@ -120,7 +120,7 @@ class TrainerConfig:
     parameter_sync_step: int = 1
     project_name: str = "verl_lite"
     experiment_name: str = "grpo_tiny"
-    # Loggers: any of console, jsonl, wandb, tensorboard.
+    # Loggers: any registered name (console, jsonl, wandb, tensorboard, mlflow, or one from trainer.extensions).
     logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
     # Passes over the training prompts.
     total_epochs: int = 1

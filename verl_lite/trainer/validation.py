@@ -66,6 +66,7 @@ def validate_config(config: PPOConfig) -> None:
         *_rollout_problems(config),
         *_multi_turn_problems(config),
         *_model_problems(config),
+        *_engine_problems(config),
     ]
     if not problems:
         problems = [*_model_folder_problems(config), *_data_row_problems(config)]
@@ -338,7 +339,11 @@ def _policy_loss_problems(config: PPOConfig) -> list[str]:
     actor, prefix = config.actor_rollout_ref.actor, "actor_rollout_ref.actor."
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
     correction = {f.name: getattr(actor, f.name) for f in dataclasses.fields(RolloutCorrectionConfig)}
-    return policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
+    out = policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
+    scale = actor.loss_scale_factor
+    if scale is not None and not (isinstance(scale, (int, float)) and scale > 0):
+        out.append(f"{prefix}loss_scale_factor={scale!r} is invalid; use a number of tokens > 0, or null.")
+    return out
 
 
 def _val_batch_problems(config: PPOConfig) -> list[str]:
@@ -500,6 +505,22 @@ def _model_problems(config: PPOConfig) -> list[str]:
             out.append(
                 f"{key}.target_modules={target!r} must be all-linear or a non-empty list of module names."
             )
+    return out
+
+
+def _engine_problems(config: PPOConfig) -> list[str]:
+    """Process-group backend and GPU compute dtype of the policy and critic engines."""
+    from verl_lite.workers.engine.device import BACKENDS
+
+    out = []
+    engines = [("actor_rollout_ref.engine", config.actor_rollout_ref.engine)]
+    if config.use_critic:
+        engines.append(("critic.engine", config.critic.engine))
+    for key, engine in engines:
+        if engine.backend not in BACKENDS:
+            out.append(f"{key}.backend={engine.backend!r} is not valid; use one of {', '.join(BACKENDS)}.")
+        if engine.param_dtype not in ("bfloat16", "float32"):
+            out.append(f"{key}.param_dtype={engine.param_dtype!r} is not valid; use bfloat16 or float32.")
     return out
 
 

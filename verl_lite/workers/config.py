@@ -81,7 +81,7 @@ class EngineConfig:
     name: str = "fsdp"
     # Parameter dtype on GPU under mixed precision ("bfloat16" or "float32"); CPU always trains in fp32.
     param_dtype: str = "bfloat16"
-    # Process-group backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl".
+    # Process-group backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl" (on GPU CPU tensors use gloo).
     backend: str = "auto"
     # Random seed of model-side randomness (dropout, sampling in the same process).
     seed: int = 1
@@ -137,6 +137,9 @@ class ActorConfig(UpdateBatchingConfig):
     policy_loss: str = "vanilla"
     # Loss aggregation mode (see docs/algorithms.md).
     loss_agg_mode: str = "token-mean"
+    # Constant T of seq-mean-token-sum-norm (Dr. GRPO), in tokens: every sequence's token sum is divided
+    # by it, whatever the micro-batch's padded width; None = rollout.response_length.
+    loss_scale_factor: float | None = None
     # Policy-loss parameters, by PolicyLossConfig's field names (it holds their defaults and meaning;
     # each loss reads the ones its name prefixes; validated in trainer/validation.py).
     clip_ratio_low: float = PolicyLossConfig.clip_ratio_low

@@ -233,8 +233,11 @@ class PolicyWorker(Worker):
         dp_size = dist.get_world_size()
         loss_fn = get_policy_loss_fn(cfg.policy_loss)
         loss_config = PolicyLossConfig.from_any(cfg)
+        # Dr. GRPO's constant T: one number for every micro-batch, never a micro-batch's padded width
+        norm_length = cfg.loss_scale_factor or self.config.rollout.response_length
         history: list[dict[str, float]] = []
         for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):
+            agg = {**agg, "norm_length": norm_length}
             mb_metrics = [
                 self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg)) for mb in micro
             ]

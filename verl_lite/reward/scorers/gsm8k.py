@@ -58,7 +58,7 @@ def compute_gsm8k_score(
     method: str = "strict",
     format_score: float = 0.0,
     score: float = 1.0,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Reward of one GSM8K response.
 
     Args:
@@ -70,11 +70,26 @@ def compute_gsm8k_score(
         score: reward of a correct answer.
 
     Returns:
-        ``{"score": score | format_score | 0.0, "acc": 1.0 | 0.0}``; 0.0 when no number was found.
+        ``{"score": score | format_score | 0.0, "acc": 1.0 | 0.0, "pred": number or None}``; 0.0 when
+        no number was found. ``pred`` is the number in one spelling (``"1,234.00"`` -> ``"1234"``), so
+        equal answers get one vote in maj@N.
     """
     answer = extract_gsm8k_answer(solution_str, method)
     if answer is None:
-        return {"score": 0.0, "acc": 0.0}
+        return {"score": 0.0, "acc": 0.0, "pred": None}
     predicted, expected = _to_number(answer), _ground_truth_number(ground_truth)
     correct = predicted is not None and expected is not None and abs(predicted - expected) < 1e-6
-    return {"score": score if correct else format_score, "acc": float(correct)}
+    return {
+        "score": score if correct else format_score,
+        "acc": float(correct),
+        "pred": _spelling(answer, predicted),
+    }
+
+
+def _spelling(answer: str, number: float | None) -> str:
+    """One string per number: integers without decimals (``"72.0"`` -> ``"72"``), others by ``repr``."""
+    if number is None:
+        return answer
+    if number.is_integer():
+        return str(int(number))
+    return repr(number)

@@ -63,7 +63,7 @@ def normalize_math_answer(answer: str) -> str:
 @register_scorer("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "math")
 def compute_math_score(
     solution_str: str, ground_truth: Any, extra_info: dict | None = None
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Reward of one MATH response: 1.0 when its last boxed answer matches ``ground_truth``, else 0.0.
 
     Args:
@@ -72,11 +72,13 @@ def compute_math_score(
         extra_info: unused (part of the scorer signature).
 
     Returns:
-        ``{"score": 1.0 | 0.0, "acc": 1.0 | 0.0}``.
+        ``{"score": 1.0 | 0.0, "acc": 1.0 | 0.0, "pred": normalised boxed answer or None}``; answers
+        that normalise alike get one vote in maj@N.
     """
-    predicted = last_boxed_content(solution_str)
+    boxed = last_boxed_content(solution_str)
     reference = str(ground_truth)
     if "\\boxed" in reference or "\\fbox" in reference:
         reference = last_boxed_content(reference) or reference
-    correct = predicted is not None and normalize_math_answer(predicted) == normalize_math_answer(reference)
-    return {"score": float(correct), "acc": float(correct)}
+    predicted = None if boxed is None else normalize_math_answer(boxed)
+    correct = predicted is not None and predicted == normalize_math_answer(reference)
+    return {"score": float(correct), "acc": float(correct), "pred": predicted}

@@ -64,7 +64,7 @@ class SupervisedTrainerConfig:
     project_name: str = "verl_lite"
     # Run name; metrics go to run_dir/experiment_name.
     experiment_name: str = "sft_tiny"
-    # Loggers: any of console, jsonl, wandb, tensorboard.
+    # Loggers: any of console, jsonl, wandb, tensorboard, mlflow.
     logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
     # Passes over the training rows.
     total_epochs: int = 1

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from verl_lite.utils.registry import Registry
+from verl_lite.workers.engine.device import backend_uses_cuda, cuda_device_index, process_group_backend
 
 ENGINES: Registry[type[TrainingEngine]] = Registry("training engine")
 # Subfolder of an engine checkpoint with the Hugging Face config (architectures = the model class)
@@ -98,8 +99,18 @@ def init_distributed(backend: str = "auto") -> None:
         with socket.socket() as sock:
             sock.bind(("", 0))
             os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    backend = process_group_backend(backend, torch.cuda.is_available())
+    if backend_uses_cuda(backend):
+        torch.cuda.set_device(
+            cuda_device_index(
+                _ray_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"), int(os.environ.get("LOCAL_RANK", 0))
+            )
+        )
     dist.init_process_group(backend=backend, init_method="env://")
+
+
+def _ray_gpu_ids() -> list[str]:
+    """The GPUs Ray assigned to this process (empty outside a Ray worker)."""
+    import ray
+
+    return [str(i) for i in ray.get_gpu_ids()] if ray.is_initialized() else []

@@ -39,6 +39,7 @@ from verl_lite.workers.engine.base import (
     init_distributed,
     register_engine,
 )
+from verl_lite.workers.engine.device import backend_uses_cuda
 from verl_lite.workers.engine.packing import pack_rows, packed_indices, unpack_to_grid
 from verl_lite.workers.engine.schedule import build_scheduler
 from verl_lite.workers.engine.varlen_attention import packed_attention_implementation
@@ -98,10 +99,15 @@ class FSDPEngine(TrainingEngine):
         self.fsdp_config = fsdp_config or FSDPConfig()
         init_distributed(self.engine_config.backend)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        on_gpu = torch.cuda.is_available() and dist.get_backend() == "nccl"
+        on_gpu = torch.cuda.is_available() and backend_uses_cuda(dist.get_backend())
         self.device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
         torch.manual_seed(self.engine_config.seed)
-        attention = packed_attention_implementation(self.device) if model_config.use_remove_padding else None
+        compute_dtype = getattr(torch, self.engine_config.param_dtype) if on_gpu else torch.float32
+        attention = (
+            packed_attention_implementation(self.device, compute_dtype)
+            if model_config.use_remove_padding
+            else None
+        )
         model = load_hf_model(model_config, kind, attention)
         if model_config.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -112,9 +118,7 @@ class FSDPEngine(TrainingEngine):
             self.lora_scaling = lora_scaling(model_config.lora_alpha, model_config.lora_rank)
         self.mesh = init_device_mesh(self.device.type, (self.world_size,))
         mp_policy = (
-            MixedPrecisionPolicy(
-                param_dtype=getattr(torch, self.engine_config.param_dtype), reduce_dtype=torch.float32
-            )
+            MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
             if on_gpu
             else MixedPrecisionPolicy()
         )

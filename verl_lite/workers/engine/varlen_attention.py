@@ -4,8 +4,8 @@ A packed micro-batch is one sequence ``(1, total_tokens)`` holding several rows 
 boundaries travel as ``cu_seq_lens_q`` / ``cu_seq_lens_k`` (cumulative row lengths, flash-attn's
 varlen convention), which transformers hands from the model's forward to every attention call.
 
-* With flash-attn installed on a GPU the engine loads the model with ``flash_attention_2``, whose
-  varlen kernel reads those boundaries itself.
+* With flash-attn installed on a GPU and a bf16/fp16 forward the engine loads the model with
+  ``flash_attention_2``, whose varlen kernel reads those boundaries itself.
 * Everywhere else it loads ``varlen_sdpa`` (this module): causal SDPA row by row. Each row is
   then computed exactly as if it were alone and unpadded, and the cost is the sum of the rows'
   squared lengths, not the square of the packed length.
@@ -15,11 +15,10 @@ Without ``cu_seq_lens_q`` (a padded or single-row call) ``varlen_sdpa`` is plain
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 
 VARLEN_SDPA = "varlen_sdpa"
+FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def varlen_sdpa_attention(
@@ -82,9 +81,25 @@ def register_varlen_attention() -> None:
     AttentionMaskInterface.register(VARLEN_SDPA, _varlen_sdpa_mask)
 
 
-def packed_attention_implementation(device: torch.device) -> str:
-    """``flash_attention_2`` on a GPU with flash-attn installed, else ``varlen_sdpa`` (registered here)."""
-    if device.type == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+def packed_attention_implementation(
+    device: torch.device, compute_dtype: torch.dtype, flash_attn_available: bool | None = None
+) -> str:
+    """``flash_attention_2`` where its kernel runs, else ``varlen_sdpa`` (registered here).
+
+    flash-attn's kernels take only float16 / bfloat16, and transformers feeds them the dtype of the
+    model's weights: a float32 forward (``engine.param_dtype=float32``) would fail inside the first
+    layer, so it gets ``varlen_sdpa`` too.
+
+    Args:
+        device: where the forward runs.
+        compute_dtype: dtype of the forward's weights (the mixed-precision ``param_dtype`` on GPU).
+        flash_attn_available: whether flash-attn 2 imports and runs here (default: transformers' check).
+    """
+    if flash_attn_available is None:
+        from transformers.utils import is_flash_attn_2_available
+
+        flash_attn_available = is_flash_attn_2_available()
+    if device.type == "cuda" and compute_dtype in FLASH_DTYPES and flash_attn_available:
         return "flash_attention_2"
     register_varlen_attention()
     return VARLEN_SDPA
