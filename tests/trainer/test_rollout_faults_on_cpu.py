@@ -21,7 +21,8 @@ from tests.trainer.helpers import FAST, train
 
 ARR = "actor_rollout_ref.rollout"
 DYING = Path(__file__).resolve().parent / "dying_rollout.py"
-STANDALONE = [f"{ARR}.mode=standalone", f"trainer.extensions=[{DYING}]"]
+# checkpoint_engine=ray is what standalone implies; set explicitly here, it must be accepted and used
+STANDALONE = [f"{ARR}.mode=standalone", f"{ARR}.checkpoint_engine=ray", f"trainer.extensions=[{DYING}]"]
 PROMPTS, SAMPLES = 4, 4  # FAST's train_batch_size and rollout.n
 assert f"data.train_batch_size={PROMPTS}" in FAST and f"{ARR}.n={SAMPLES}" in FAST
 
