@@ -1,15 +1,16 @@
 """verl_lite's data plane: a sharded key-value store of trajectory fields and tags on Ray.
 
-Storage-unit actors hold the data; clients in the controller and in every worker talk to the
-units directly, so token tensors never pass through the controller, which moves
-:class:`KVBatchMeta` (keys and tags) instead.
+Column data lives in Ray's object store (written by ``ray.put``, read zero-copy by ``ray.get``);
+a few index actors hold keys, tags and where each row lives. Clients in the controller and in
+every worker write and read directly, so token tensors never pass through the controller,
+which moves :class:`KVBatchMeta` (keys and tags) instead.
 
     client = init_kv_store(num_storage_units=2)               # controller / TaskRunner
     meta = client.kv_batch_put(keys, "train", fields=td, tags=tags)
     td = get_kv_client().kv_batch_get(meta.keys, "train", select_fields=["responses"])
 
-Names are imported on first use: a storage-unit process imports ``verl_lite.kv.unit`` (numpy
-only) without paying for torch and tensordict.
+Names are imported on first use: an index actor's process imports ``verl_lite.kv.index`` (numpy
+and Ray only) without paying for torch and tensordict.
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ from typing import Any
 
 # Public name -> defining module.
 _LAZY = {
-    "AsyncKVClient": "verl_lite.kv.client",
     "KVClient": "verl_lite.kv.client",
-    "default_client_name": "verl_lite.kv.client",
-    "PAD_MASK_SUFFIX": "verl_lite.kv.batches",
     "KVStoreConfig": "verl_lite.kv.config",
     "KVStoreError": "verl_lite.kv.errors",
     "KVKeyError": "verl_lite.kv.errors",
@@ -35,7 +33,6 @@ _LAZY = {
     "FAILURE": "verl_lite.kv.keys",
     "SUCCESS": "verl_lite.kv.keys",
     "GROUP_STATUSES": "verl_lite.kv.keys",
-    "group_key": "verl_lite.kv.keys",
     "group_of": "verl_lite.kv.keys",
     "group_tag": "verl_lite.kv.keys",
     "is_group_marker": "verl_lite.kv.keys",

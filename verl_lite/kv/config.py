@@ -18,10 +18,10 @@ class KVStoreConfig:
     """Settings of one KV store; validated on construction, read-only afterwards."""
 
     num_storage_units: int | None = None
-    """Storage-unit actors (``num_cpus=0``); keys are spread over them by a hash of the key.
-    ``None``: one per node of the Ray cluster when the store starts."""
+    """Index actors (``num_cpus=0``) holding keys, tags and where rows live; keys are spread over
+    them by a hash of the key. ``None``: one per node of the Ray cluster when the store starts."""
     name_prefix: str = "verl_lite_kv"
-    """Prefix of the named unit actors (``{name_prefix}_unit_{i}``); ``get_kv_client`` looks them up by it."""
+    """Prefix of the named index actors (``{name_prefix}_index_{i}``); ``get_kv_client`` looks them up by it."""
 
     def __post_init__(self) -> None:
         units = self.num_storage_units
@@ -63,6 +63,6 @@ class KVStoreConfig:
         """The ``name_prefix`` of this Ray job's store: ``$VERL_LITE_KV_NAME_PREFIX``, else the default."""
         return os.environ.get(NAME_PREFIX_ENV) or KVStoreConfig.name_prefix
 
-    def unit_name(self, index: int) -> str:
-        """Ray actor name of storage unit ``index``."""
-        return f"{self.name_prefix}_unit_{index}"
+    def index_name(self, index: int) -> str:
+        """Ray actor name of index actor ``index``."""
+        return f"{self.name_prefix}_index_{index}"

@@ -1,4 +1,4 @@
-"""Key scheme of the KV store: prompt-group markers, trajectory keys, statuses and unit hashing.
+"""Key scheme of the KV store: prompt-group markers, trajectory keys, statuses, and which index holds a key.
 
 A prompt group (one prompt, ``n`` sampled responses) is tracked by a marker key ``{uid}`` whose
 tag carries the group's ``status`` and ``global_steps``; its trajectories are stored under
@@ -22,11 +22,6 @@ FAILURE = "failure"
 GROUP_STATUSES = (PENDING, RUNNING, FINISHED, FAILURE)
 # Trajectory statuses written by rollout workers.
 SUCCESS = "success"
-
-
-def group_key(uid: str) -> str:
-    """Key of the marker that tracks prompt group ``uid``."""
-    return str(uid)
 
 
 def trajectory_key(uid: str, session_id: int, index: int = 0) -> str:
@@ -75,9 +70,7 @@ def is_group_marker(key: str, tag: dict | None = None) -> bool:
     return group_of(key, tag) == key
 
 
-def unit_of_keys(keys: Sequence[str], num_units: int) -> np.ndarray:
-    """Storage unit of each key: a CRC32 of the key modulo ``num_units`` (stable across processes)."""
-    if num_units == 1:
-        return np.zeros(len(keys), dtype=np.int64)
+def index_of_keys(keys: Sequence[str], num_indexes: int) -> np.ndarray:
+    """Index actor of each key: a CRC32 of the key modulo ``num_indexes`` (stable across processes)."""
     crcs = np.fromiter(map(zlib.crc32, map(str.encode, keys)), dtype=np.int64, count=len(keys))
-    return crcs % num_units
+    return crcs % num_indexes
