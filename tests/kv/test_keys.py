@@ -9,7 +9,6 @@ from verl_lite.kv.keys import (
     group_of,
     group_tag,
     index_of_keys,
-    is_group_marker,
     parse_trajectory_key,
     trajectory_key,
     trajectory_tag,
@@ -27,8 +26,7 @@ def test_trajectory_key_round_trips_even_when_the_uid_has_underscores():
 def test_group_of_prefers_the_uid_tag_and_tells_markers_from_trajectories():
     marker, marker_tag = "a_b", group_tag("a_b", "pending", global_steps=3)
     traj, traj_tag = trajectory_key("a_b", 0), trajectory_tag("a_b", "success", 5, 7, global_steps=3)
-    assert group_of(traj, traj_tag) == "a_b" and not is_group_marker(traj, traj_tag)
-    assert is_group_marker(marker, marker_tag)
+    assert group_of(traj, traj_tag) == "a_b" and group_of(marker, marker_tag) == marker
     assert group_of("u1_0_0") == "u1"  # no tag: prefix before the first '_'
     assert traj_tag == {
         "uid": "a_b",

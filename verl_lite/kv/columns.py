@@ -1,13 +1,9 @@
 """Convert between TensorDicts and the store's numpy columns, and gather rows read back.
 
-A *column* is one field of a put, in the format of :mod:`verl_lite.transport`:
-``("dense", array (rows, *row_shape), dtype_name)``, ``("jagged", values (total, *trailing),
-offsets (rows + 1,), dtype_name)`` (one flat values array plus offsets) or, for per-row python
-values, ``("rows", list)``. Numpy arrays are what Ray's object store writes and maps zero-copy.
-
-A get whose rows of a field are one run of one stored column returns a view of it (no copy);
-otherwise it copies each source's rows into one output array per field with vectorised
-indexing, so the cost per row is numpy's, not Python's.
+A *column* is one field of a put, as :mod:`verl_lite.transport` packs it: ``("dense", array,
+dtype_name)``, ``("jagged", values, offsets, dtype_name)`` (one flat values array plus offsets) or
+``("rows", list)`` of python values; numpy arrays are what Ray's object store maps zero-copy.
+Rows read back are gathered with vectorised indexing, or viewed when they are one run of a column.
 """
 
 from __future__ import annotations
@@ -52,11 +48,11 @@ def schema_of(column: tuple) -> RowSchema:
 
 
 def row_nbytes(column: tuple) -> int | np.ndarray:
-    """Bytes of each row: one int when every row has the same size, else an array (python values: 0)."""
+    """Bytes of each row: one int when every row has the same size (it travels much lighter than
+    an array per key), else an array (python values count as 0: they are small and not tensors)."""
     if column[0] == ROWS:
         return 0
-    array = column[1]
-    per_item = array.itemsize * math.prod(array.shape[1:])
+    per_item = column[1].itemsize * math.prod(column[1].shape[1:])
     return per_item if column[0] == DENSE else np.diff(column[2]).astype(np.int64) * per_item
 
 
@@ -73,11 +69,17 @@ def assemble_field(name: str, n: int, sources: list[Source]) -> object:
     """Output field ``name`` (``n`` rows) from its sources: a dense tensor when every row has the
     same shape and was stored densely, a jagged nested tensor otherwise, a NonTensorStack for
     python values. Rows that are, in output order, one run of one column come back as a view."""
-    sources = _merge(sources)
+    by_column: dict[int, list[Source]] = {}  # index actors holding rows of one put share its column
+    for s in sources:
+        by_column.setdefault(id(s.column), []).append(s)
+    sources = [
+        Source(g[0].column, np.concatenate([s.rows for s in g]), np.concatenate([s.positions for s in g]))
+        for g in by_column.values()
+    ]
     if len(sources) == 1:
         rows = np.empty(n, dtype=np.int64)
         rows[sources[0].positions] = sources[0].rows
-        if _is_run(rows):
+        if np.all(np.diff(rows) == 1):
             return _view(sources[0].column, int(rows[0]), int(rows[-1]) + 1)
     schemas = {schema_of(s.column) for s in sources}
     if len(schemas) > 1:
@@ -92,15 +94,24 @@ def assemble_field(name: str, n: int, sources: list[Source]) -> object:
             for pos, row in zip(s.positions.tolist(), s.rows.tolist()):
                 values[pos] = s.column[1][row]
         return NonTensorStack.from_list(values)
-    if all(s.column[0] == DENSE for s in sources) and len({s.column[1].shape[1:] for s in sources}) == 1:
-        first = sources[0].column[1]
-        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
-        for s in sources:
-            out[s.positions] = np.take(s.column[1], s.rows, axis=0)
-        return numpy_to_tensor(out, schema.dtype_name)
-    if schema.row_ndim == 0:
+    dense = all(s.column[0] == DENSE for s in sources) and len({s.column[1].shape[1:] for s in sources}) == 1
+    if not dense and schema.row_ndim == 0:
         raise KVSchemaError(f"kv_batch_get: field {name!r} holds scalar rows of different shapes.")
-    return _assemble_jagged(n, sources, schema)
+    # Gather every row's values into one flat array (dense rows are equal-length jagged rows).
+    flats = [_flat(s.column) for s in sources]
+    lengths = np.zeros(n, dtype=np.int64)
+    for s, (_, offsets) in zip(sources, flats):
+        lengths[s.positions] = offsets[s.rows + 1] - offsets[s.rows]
+    out_offsets = np.concatenate([[0], np.cumsum(lengths)])
+    out = np.empty((int(out_offsets[-1]), *flats[0][0].shape[1:]), dtype=flats[0][0].dtype)
+    for s, (values, offsets) in zip(sources, flats):
+        seg = lengths[s.positions]
+        out[_segments(out_offsets[s.positions], seg)] = values[_segments(offsets[s.rows], seg)]
+    if dense:
+        return numpy_to_tensor(out.reshape(n, *sources[0].column[1].shape[1:]), schema.dtype_name)
+    return torch.nested.nested_tensor_from_jagged(
+        numpy_to_tensor(out, schema.dtype_name), torch.from_numpy(out_offsets)
+    )
 
 
 def build_tensordict(n: int, outputs: dict[str, object]) -> TensorDict:
@@ -110,28 +121,6 @@ def build_tensordict(n: int, outputs: dict[str, object]) -> TensorDict:
         if not isinstance(value, torch.Tensor):
             td.set(key, value)
     return td
-
-
-def _merge(sources: list[Source]) -> list[Source]:
-    """One source per stored column: index actors holding rows of the same put share its column."""
-    by_column: dict[int, list[Source]] = {}
-    for s in sources:
-        by_column.setdefault(id(s.column), []).append(s)
-    return [
-        group[0]
-        if len(group) == 1
-        else Source(
-            group[0].column,
-            np.concatenate([s.rows for s in group]),
-            np.concatenate([s.positions for s in group]),
-        )
-        for group in by_column.values()
-    ]
-
-
-def _is_run(index: np.ndarray) -> bool:
-    """True when ``index`` is ``start, start + 1, ...`` (a slice can replace fancy indexing)."""
-    return len(index) > 0 and bool(np.all(np.diff(index) == 1))
 
 
 def _view(column: tuple, lo: int, hi: int) -> object:
@@ -148,30 +137,15 @@ def _view(column: tuple, lo: int, hi: int) -> object:
 
 
 def _flat(column: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, offsets)`` of a tensor column, treating a dense one as equal-length rows."""
+    """``(values, offsets)`` of a tensor column; a dense one (scalar rows included) as equal-length rows."""
     if column[0] == JAGGED:
         return column[1], column[2]
-    array = column[1]
-    offsets = np.arange(0, (len(array) + 1) * array.shape[1], array.shape[1], dtype=np.int64)
-    return array.reshape(len(array) * array.shape[1], *array.shape[2:]), offsets
+    array = column[1] if column[1].ndim > 1 else column[1][:, None]  # scalar rows: length 1
+    width = array.shape[1]
+    return array.reshape(-1, *array.shape[2:]), np.arange(0, (len(array) + 1) * width, width, dtype=np.int64)
 
 
 def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + l)`` for every (start, length) pair, without a Python loop."""
     first = np.cumsum(lengths) - lengths
     return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
-
-
-def _assemble_jagged(n: int, sources: list[Source], schema: RowSchema) -> torch.Tensor:
-    flats = [_flat(s.column) for s in sources]
-    lengths = np.zeros(n, dtype=np.int64)
-    for s, (_, offsets) in zip(sources, flats):
-        lengths[s.positions] = offsets[s.rows + 1] - offsets[s.rows]
-    out_offsets = np.concatenate([[0], np.cumsum(lengths)])
-    out = np.empty((int(out_offsets[-1]), *schema.trailing), dtype=flats[0][0].dtype)
-    for s, (values, offsets) in zip(sources, flats):
-        seg = lengths[s.positions]
-        out[_segments(out_offsets[s.positions], seg)] = values[_segments(offsets[s.rows], seg)]
-    return torch.nested.nested_tensor_from_jagged(
-        numpy_to_tensor(out, schema.dtype_name), torch.from_numpy(out_offsets)
-    )

@@ -7,6 +7,8 @@ import re
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # Environment variable naming the store that get_kv_client() finds by default: an entry point sets it
 # in its Ray job's runtime env, so every process of the job reaches the store it configured.
@@ -40,17 +42,10 @@ class KVStoreConfig:
         with keyword overrides on top."""
         if is_dataclass(config) and not isinstance(config, type):
             values = asdict(config)
-        elif config is None:
-            values = {}
+        elif isinstance(config, DictConfig):
+            values = OmegaConf.to_container(config, resolve=True)
         else:
-            try:
-                from omegaconf import DictConfig, OmegaConf
-
-                if isinstance(config, DictConfig):
-                    config = OmegaConf.to_container(config, resolve=True)
-            except ImportError:  # pragma: no cover - omegaconf is a core dependency
-                pass
-            values = dict(config)
+            values = dict(config or {})
         values.update(overrides)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)

@@ -1,25 +1,17 @@
 """An index actor: the Ray actor that holds one shard of the KV store's keys, tags and row locations.
 
-Column data never passes through it. A writer ``ray.put``s its columns and sends the object
-reference along with the put; every index actor holding keys of that put keeps the reference
-(Ray counts it as a borrower) plus, per field and key, ``(object id, row)``. When the last cell
-that uses an object is cleared or overwritten the actor drops the reference, and Ray frees the
-object once its writer has dropped it too (the client does, right after the put).
-
-Ray objects belong to the process that put them: rows outlive their writer only until Ray
-notices it died. Rollout and trainer workers live for the whole run, so in practice rows live
-as long as they are needed; reading rows of a dead writer raises ``KVStoreError``.
-
-Bookkeeping is vectorised: each key has a slot, and each field is a few numpy arrays indexed by
-slot, so puts, gets and clears cost numpy operations per call plus one dict lookup per key.
-The actor is a plain (single-threaded) Ray actor, so every call sees and changes its state
-atomically. It imports numpy and Ray only.
+Column data never passes through it: a writer ``ray.put``s its columns and sends the reference
+with the put; each index actor holding keys of that put keeps it (Ray counts a borrower) and, per
+field and key, ``(object id, row)``. When no key uses an object any more the actor drops the
+reference and Ray frees the object. Objects belong to their writer's process: reading rows of a
+writer that exited raises ``KVStoreError``. Bookkeeping is vectorised (a slot per key, numpy
+arrays per field indexed by slot); the actor runs one call at a time, so each call is atomic.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,19 +40,14 @@ class RowSchema(NamedTuple):
 class _Field:
     """Per slot: the object holding the row (``-1``: absent), the row in it, and its bytes."""
 
-    __slots__ = ("schema", "obj", "row", "nbytes")
-
     def __init__(self, schema: RowSchema, capacity: int):
-        self.schema = schema
-        self.obj = np.full(capacity, _ABSENT, dtype=np.int64)
-        self.row = np.zeros(capacity, dtype=np.int64)
-        self.nbytes = np.zeros(capacity, dtype=np.int64)
+        self.schema, self.obj = schema, np.full(capacity, _ABSENT)
+        self.row, self.nbytes = np.zeros(capacity, int), np.zeros(capacity, int)
 
     def grow(self, capacity: int) -> None:
-        pad = capacity - len(self.obj)
-        self.obj = np.concatenate([self.obj, np.full(pad, _ABSENT, dtype=np.int64)])
-        self.row = np.concatenate([self.row, np.zeros(pad, dtype=np.int64)])
-        self.nbytes = np.concatenate([self.nbytes, np.zeros(pad, dtype=np.int64)])
+        pad = (0, capacity - len(self.obj))
+        self.obj = np.pad(self.obj, pad, constant_values=_ABSENT)
+        self.row, self.nbytes = np.pad(self.row, pad), np.pad(self.nbytes, pad)
 
 
 class _Partition:
@@ -68,46 +55,34 @@ class _Partition:
 
     def __init__(self) -> None:
         self.slots: dict[str, int] = {}  # insertion order = key order of listings
-        self.tags: list[dict | None] = []
-        self.free: list[int] = []
+        self.tags: list[dict] = []
+        self.free: list[int] = []  # slots of cleared keys, reused first
         self.fields: dict[str, _Field] = {}
         self.nbytes = 0
 
     def slots_for(self, keys: list[str]) -> np.ndarray:
-        """Slots of ``keys``, creating the keys that are new."""
-        held = list(map(self.slots.get, keys)) if self.slots else [None] * len(keys)
-        if not self.free and held.count(None) == len(keys):  # the common case: all new keys
-            fresh = range(len(self.tags), len(self.tags) + len(keys))
-            self.tags.extend([None] * len(keys))
-            self.slots.update(zip(keys, fresh))
-            held = fresh
-        elif new := [i for i, slot in enumerate(held) if slot is None]:
-            reused = self.free[-len(new) :] if self.free else []
-            del self.free[len(self.free) - len(reused) :]
-            fresh = range(len(self.tags), len(self.tags) + len(new) - len(reused))
-            self.tags.extend([None] * len(fresh))  # None: no tags yet
-            for i, slot in zip(new, [*reused, *fresh]):
-                held[i] = slot
-            self.slots.update((keys[i], held[i]) for i in new)
+        """Slots of ``keys``, creating the keys that are new (in slots of cleared keys first)."""
+        held = list(map(self.slots.get, keys))
+        new = [i for i, slot in enumerate(held) if slot is None]
+        reuse = min(len(new), len(self.free))
+        fresh = self.free[len(self.free) - reuse :] + list(
+            range(len(self.tags), len(self.tags) + len(new) - reuse)
+        )
+        del self.free[len(self.free) - reuse :]
+        self.tags.extend({} for _ in range(len(new) - reuse))
+        for i, slot in zip(new, fresh):
+            held[i] = slot
+        self.slots.update(zip(keys, held))
         for f in self.fields.values():
             if len(f.obj) < len(self.tags):
-                f.grow(max(2 * len(f.obj), len(self.tags), _MIN_SLOTS))
-        return (
-            np.arange(held.start, held.stop) if isinstance(held, range) else np.asarray(held, dtype=np.int64)
-        )
+                f.grow(max(2 * len(f.obj), len(self.tags)))
+        return np.asarray(held, dtype=np.int64)
 
     def merge_tags(self, slots: np.ndarray, tags: list[dict]) -> list[dict]:
         """Merge ``tags`` into the tags of ``slots``; returns their tags after the merge."""
-        held = self.tags
         for slot, tag in zip(slots.tolist(), tags):
-            if held[slot] is None:
-                held[slot] = dict(tag)
-            else:
-                held[slot].update(tag)
-        return [held[s] for s in slots.tolist()]
-
-    def capacity(self) -> int:
-        return max(len(self.tags), _MIN_SLOTS)
+            self.tags[slot].update(tag)
+        return [self.tags[s] for s in slots.tolist()]
 
     def key_fields(self, slot: int) -> list[str]:
         return [name for name, f in self.fields.items() if f.obj[slot] != _ABSENT]
@@ -133,22 +108,17 @@ class IndexActor:
     def put(
         self,
         partition_id: str,
-        keys: list[str],
+        keys: list[str] | str,
         tags: list[dict] | None,
-        specs: dict[str, tuple[tuple, Any]],
+        specs: dict[str, tuple[tuple, int | np.ndarray]],
         boxed_ref: list | None,
         rows: np.ndarray | None,
         client: str,
     ) -> dict:
-        """Create or extend ``keys``: merge ``tags``, (over)write the fields in ``specs``.
-
-        Args:
-            specs: field -> ``(row schema tuple, bytes per row)`` (an int for equal rows, else an
-                array aligned with ``keys``).
-            boxed_ref: ``[ObjectRef]`` of the writer's columns (boxed so Ray passes the reference,
-                not the value), or None for a tags-only put.
-            rows: the row of each key in that object (None: ``0..len(keys)-1``).
-        """
+        """Create or extend ``keys`` (see :func:`join_keys`): merge ``tags``, (over)write the fields
+        in ``specs`` (field -> ``(row schema tuple, bytes of each key's row, or one int for all)``), whose rows are
+        ``rows`` (None: ``0..len(keys)-1``) of the object in ``boxed_ref`` (``[ObjectRef]``, boxed
+        so that Ray passes the reference, not the value)."""
         keys = split_keys(keys)
         part = self._partitions.get(partition_id)
         for name, (schema, _) in specs.items():
@@ -164,31 +134,27 @@ class IndexActor:
         merged = part.merge_tags(slots, tags) if tags is not None else None
         self._io[client]["puts"] += 1
         if specs:
-            obj = self._next_object
-            self._next_object += 1
-            total = sum(
-                int(np.sum(b)) if isinstance(b, np.ndarray) else b * len(keys) for _, b in specs.values()
-            )
+            obj, self._next_object = self._next_object, self._next_object + 1
+            specs = {name: (schema, np.broadcast_to(b, len(keys))) for name, (schema, b) in specs.items()}
+            total = sum(int(row_bytes.sum()) for _, row_bytes in specs.values())
             self._objects[obj] = [boxed_ref[0], total, len(keys) * len(specs)]
             self._io[client]["bytes_written"] += total
-            rows = np.arange(len(keys)) if rows is None else rows
+            part.nbytes += total
             released = []
             for name, (schema, row_bytes) in specs.items():
                 f = part.fields.get(name)
                 if f is None or f.schema != schema:  # new, or every row of it was cleared
-                    f = part.fields[name] = _Field(RowSchema(*schema), part.capacity())
+                    f = part.fields[name] = _Field(RowSchema(*schema), max(len(part.tags), _MIN_SLOTS))
                 old = f.obj[slots]
                 released.append(old[old != _ABSENT])
-                part.nbytes += (
-                    int(np.sum(row_bytes)) if isinstance(row_bytes, np.ndarray) else row_bytes * len(keys)
-                )
                 part.nbytes -= int(f.nbytes[slots][old != _ABSENT].sum())
-                f.obj[slots], f.row[slots], f.nbytes[slots] = obj, rows, row_bytes
+                f.obj[slots], f.row[slots], f.nbytes[slots] = (
+                    obj,
+                    np.arange(len(keys)) if rows is None else rows,
+                    row_bytes,
+                )
             self._release(np.concatenate(released))
-        return {
-            "tags": merged,
-            "fields": part.common_fields(slots),
-        }
+        return {"tags": merged, "fields": part.common_fields(slots)}
 
     def get(self, partition_id: str, keys: list[str] | str, fields: list[str] | None, client: str) -> dict:
         """Where the rows of ``fields`` (every field the keys hold when None) are: per field
@@ -196,17 +162,12 @@ class IndexActor:
         ObjectRef, which the reader ``ray.get``s."""
         keys = split_keys(keys)
         part, slots = self._existing(partition_id, keys, "kv_batch_get")
-        names = part.common_fields(slots) if fields is None else fields
-        if fields is None:
-            for f in part.fields.values():
-                held = f.obj[slots] != _ABSENT
-                if held.any() and not held.all():
-                    i, j = int(np.argmax(held)), int(np.argmin(held))
-                    raise KVFieldError(
-                        f"kv_batch_get: keys hold different fields ({keys[i]!r}: {part.key_fields(slots[i])}, "
-                        f"{keys[j]!r}: {part.key_fields(slots[j])}) in partition {partition_id!r}; "
-                        "pass select_fields."
-                    )
+        # Without select_fields: every field any of the keys holds, which all of them must hold.
+        names = (
+            fields
+            if fields is not None
+            else [n for n, f in part.fields.items() if (f.obj[slots] != _ABSENT).any()]
+        )
         cells, objects, nbytes = {}, set(), 0
         for name in names:
             f = part.fields.get(name)
@@ -214,8 +175,9 @@ class IndexActor:
             if (obj == _ABSENT).any():
                 i = int(np.argmax(obj == _ABSENT))
                 raise KVFieldError(
-                    f"kv_batch_get: field {name!r} is missing for key {keys[i]!r} in partition "
-                    f"{partition_id!r}; the key holds {part.key_fields(slots[i])}."
+                    f"kv_batch_get: field {name!r} is missing for key {keys[i]!r} in partition {partition_id!r}; "
+                    f"the key holds {part.key_fields(slots[i])}"
+                    + ("; pass select_fields." if fields is None else ".")
                 )
             cells[name] = (_compact(obj, 0), _compact(f.row[slots], 1))
             objects.update(np.unique(obj).tolist())
@@ -248,25 +210,23 @@ class IndexActor:
         self._release(np.concatenate(released) if released else np.zeros(0, dtype=np.int64))
         if part.slots:
             for slot in slots.tolist():
-                part.tags[slot] = None
+                part.tags[slot] = {}
             part.free.extend(slots.tolist())
         else:
             del self._partitions[partition_id]
         return len(keys)
 
-    def list_tags(self, partition_id: str | None) -> dict[str, dict[str, dict]]:
-        """``{partition: {key: tag}}`` for one partition (``{}`` if absent) or every partition."""
-        return {
-            p: {k: part.tags[s] or {} for k, s in part.slots.items()}
-            for p, part in self._selected(partition_id)
-        }
-
-    def field_names(self, partition_id: str | None) -> dict[str, dict[str, list[str]]]:
-        """``{partition: {key: [field, ...]}}``, like :meth:`list_tags`."""
-        return {
-            p: {k: part.key_fields(s) for k, s in part.slots.items()}
-            for p, part in self._selected(partition_id)
-        }
+    def listing(self, partition_id: str | None, what: str) -> dict[str, dict]:
+        """``{partition: {key: tag}}`` (``what="tags"``) or ``{partition: {key: [field, ...]}}``
+        (``"fields"``) for one partition (``{}`` if absent) or every partition."""
+        if partition_id is None:
+            parts = self._partitions.items()
+        else:
+            parts = (
+                [(partition_id, self._partitions[partition_id])] if partition_id in self._partitions else []
+            )
+        value = (lambda part, s: part.tags[s]) if what == "tags" else _Partition.key_fields
+        return {p: {k: value(part, s) for k, s in part.slots.items()} for p, part in parts}
 
     def stats(self) -> dict:
         """Keys and bytes per partition, objects referenced (and their bytes), per-client I/O."""
@@ -276,12 +236,6 @@ class IndexActor:
             "object_bytes": sum(o[1] for o in self._objects.values()),
             "io": {name: dict(counter) for name, counter in self._io.items()},
         }
-
-    def _selected(self, partition_id: str | None) -> list[tuple[str, _Partition]]:
-        if partition_id is None:
-            return list(self._partitions.items())
-        part = self._partitions.get(partition_id)
-        return [(partition_id, part)] if part is not None else []
 
     def _existing(self, partition_id: str, keys: list[str], op: str) -> tuple[_Partition, np.ndarray]:
         """The partition and the slots of ``keys``, which must all be in it."""

@@ -20,8 +20,6 @@ RUNNING = "running"
 FINISHED = "finished"
 FAILURE = "failure"
 GROUP_STATUSES = (PENDING, RUNNING, FINISHED, FAILURE)
-# Trajectory statuses written by rollout workers.
-SUCCESS = "success"
 
 
 def trajectory_key(uid: str, session_id: int, index: int = 0) -> str:
@@ -63,11 +61,6 @@ def group_of(key: str, tag: dict | None = None) -> str:
     if tag and "uid" in tag:
         return str(tag["uid"])
     return key.split("_", 1)[0]
-
-
-def is_group_marker(key: str, tag: dict | None = None) -> bool:
-    """True for a prompt-group marker key (its group id is the key itself)."""
-    return group_of(key, tag) == key
 
 
 def index_of_keys(keys: Sequence[str], num_indexes: int) -> np.ndarray:

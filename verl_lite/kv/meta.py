@@ -8,6 +8,7 @@ picklable, and holds no tensors. Dispatch splits it by data-parallel rank with :
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,25 +138,12 @@ def merge_stats(parts) -> dict[str, float]:
 
 def _balanced_cuts(sizes: list[int], n: int) -> list[int]:
     """End index (exclusive) of each of ``n`` contiguous runs of ``sizes``, balancing their sums."""
-    total = sum(sizes)
-    cumulative, running = [], 0
-    for size in sizes:
-        running += size
-        cumulative.append(running)
-    ends, start = [], 0
+    cumulative = [0, *itertools.accumulate(sizes)]  # cumulative[i]: sum of sizes[:i]
+    ends, end = [], 0
     for part in range(1, n):
-        target = total * part / n
-        end = start
+        target = cumulative[-1] * part / n
         # Advance while taking the next group brings the cut closer to the target.
-        while end < len(sizes) and abs(cumulative[end] - target) <= abs(
-            _sum_before(cumulative, end) - target
-        ):
+        while end < len(sizes) and abs(cumulative[end + 1] - target) <= abs(cumulative[end] - target):
             end += 1
         ends.append(end)
-        start = end
-    ends.append(len(sizes))
-    return ends
-
-
-def _sum_before(cumulative: list[int], index: int) -> int:
-    return cumulative[index - 1] if index > 0 else 0
+    return [*ends, len(sizes)]

@@ -19,20 +19,13 @@ from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVStoreClosedError, KVStoreError
 from verl_lite.kv.index import IndexActor
 
-# This process's clients, by (name_prefix, client name); reused while their store is alive.
-_CLIENTS: dict[tuple[str, str | None], KVClient] = {}
 _NAME_RELEASE_TIMEOUT_S = 10.0
 
 
 def init_kv_store(config: Any = None, *, client_name: str | None = None, **overrides: Any) -> KVClient:
-    """Start the index actors of a new store and return a client of it.
-
-    Args:
-        config: a ``KVStoreConfig``, a dict or an OmegaConf node shaped like ``configs/kv/default.yaml``.
-        client_name: name of the returned client in the store's byte accounting (e.g. ``"controller"``).
-        **overrides: config keys set on top of ``config`` (``num_storage_units=2``; unset or
-            ``None``: one index actor per node).
-    """
+    """Start the index actors of a new store (``config``: a ``KVStoreConfig``, dict or OmegaConf node
+    like ``configs/kv/default.yaml``, ``overrides`` on top) and return a client of it named
+    ``client_name`` in the store's byte accounting."""
     cfg = KVStoreConfig.from_any(config, **overrides)
     if cfg.num_storage_units is None:
         cfg = replace(cfg, num_storage_units=max(1, sum(1 for node in ray.nodes() if node.get("Alive"))))
@@ -51,18 +44,12 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
         for i in range(cfg.num_storage_units)
     ]
     ray.get([index.describe.remote() for index in indexes])  # started and named
-    client = KVClient(indexes, cfg, store_id, name=client_name)
-    _CLIENTS[(cfg.name_prefix, client_name)] = client
-    return client
+    return KVClient(indexes, cfg, store_id, name=client_name)
 
 
 def get_kv_client(name: str | None = None, *, name_prefix: str | None = None) -> KVClient:
-    """A client of the running store, from any process of the same Ray job.
-
-    Args:
-        name: the client's name in the store's byte accounting (default ``{hostname}:{pid}``).
-        name_prefix: the store's ``kv.name_prefix`` (default: the job's, see ``KVStoreConfig.job_name_prefix``).
-    """
+    """A client named ``name`` (default ``{hostname}:{pid}``) of the running store with
+    ``name_prefix`` (default: the job's, ``KVStoreConfig.job_name_prefix``), from any process of the job."""
     name_prefix = name_prefix or KVStoreConfig.job_name_prefix()
     first = _find(name_prefix, 0)
     if first is None:
@@ -70,13 +57,9 @@ def get_kv_client(name: str | None = None, *, name_prefix: str | None = None) ->
             f"no KV store with name_prefix {name_prefix!r} is running in this Ray job; call init_kv_store() first."
         )
     info = ray.get(first.describe.remote())
-    cached = _CLIENTS.get((name_prefix, name))
-    if cached is not None and cached.store_id == info["store_id"]:
-        return cached
     cfg = KVStoreConfig.from_any(info["config"])
     indexes = [first] + [ray.get_actor(cfg.index_name(i)) for i in range(1, info["num_indexes"])]
-    client = _CLIENTS[(name_prefix, name)] = KVClient(indexes, cfg, info["store_id"], name=name)
-    return client
+    return KVClient(indexes, cfg, info["store_id"], name=name)
 
 
 def shutdown_kv_store(name_prefix: str | None = None) -> None:
@@ -92,8 +75,6 @@ def shutdown_kv_store(name_prefix: str | None = None) -> None:
         index = _find(name_prefix, i)
         if index is not None:
             ray.kill(index)
-    for key in [k for k in _CLIENTS if k[0] == name_prefix]:
-        del _CLIENTS[key]
     # Names are released asynchronously; wait so an immediate init_kv_store() can reuse them.
     deadline = time.monotonic() + _NAME_RELEASE_TIMEOUT_S
     while any(_find(name_prefix, i) is not None for i in range(info["num_indexes"])):
