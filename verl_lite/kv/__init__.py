@@ -6,8 +6,6 @@ Workers write and read directly, so the controller moves :class:`KVBatchMeta` (k
     client = init_kv_store(num_storage_units=2)               # controller / TaskRunner
     meta = client.kv_batch_put(keys, "train", fields=td, tags=tags)
     td = get_kv_client().kv_batch_get(meta.keys, "train", select_fields=["responses"])
-
-Names are imported on first use, so an index actor's process never imports torch.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Public name -> defining module.
+# Public name -> defining module, imported on first use (an index actor's process never imports torch).
 _LAZY = {
     name: f"verl_lite.kv.{module}"
     for module, names in {

@@ -22,7 +22,6 @@ from tensordict import TensorDict, TensorDictBase
 from verl_lite.kv.columns import Source, assemble_field, build_tensordict, columns_of, row_nbytes, schema_of
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVFieldError, KVSchemaError, KVStoreClosedError, KVStoreError, preview
-from verl_lite.kv.index import join_keys
 from verl_lite.kv.keys import index_of_keys
 from verl_lite.kv.meta import KVBatchMeta
 
@@ -50,12 +49,8 @@ class KVClient:
     ) -> KVBatchMeta:
         """Write ``fields`` (rows aligned with ``keys``) and merge ``tags`` into the keys' tags.
 
-        Keys are created on first write; fields already held by a key are replaced, others kept,
-        so workers add ``old_log_probs``, ``values``, ``advantages`` ... to existing keys.
-
-        Returns:
-            A ``KVBatchMeta`` with the keys, the fields all of them now hold and, when ``tags``
-            were given, the keys' merged tags (empty dicts otherwise; read tags with ``kv_list``).
+        Keys are created on first write; fields a key holds are replaced, others kept. Returns a
+        ``KVBatchMeta`` of the keys, the fields all of them hold and (when given) their merged tags.
         """
         keys, tags = _checked(keys, "kv_batch_put"), None if tags is None else list(tags)
         if tags is not None and len(tags) != len(keys):
@@ -69,10 +64,8 @@ class KVClient:
         boxed = [ray.put(columns)] if columns and keys else None  # boxed: the actors get the reference
 
         def args(pos: np.ndarray, whole: bool) -> tuple:
-            part_specs = {
-                n: (schema, b if whole or isinstance(b, int) else b[pos]) for n, (schema, b) in specs.items()
-            }
-            return _pick(tags, pos) if tags else None, part_specs, boxed, None if whole else pos, self.name
+            part = {n: (sch, b if whole or isinstance(b, int) else b[pos]) for n, (sch, b) in specs.items()}
+            return _pick(tags, pos) if tags else None, part, boxed, None if whole else pos, self.name
 
         return self._meta(keys, partition_id, self._scatter("put", keys, partition_id, args))
 
@@ -81,10 +74,8 @@ class KVClient:
     ) -> TensorDict:
         """Read fields of ``keys`` (every field the keys hold when ``select_fields`` is None).
 
-        Rows of different lengths come back as jagged nested tensors. When a field's rows are
-        one run of a single put (keys read in the order they were written, the common case) the
-        tensor is a read-only view of the object in Ray's object store, as ``ray.get`` returns;
-        other reads gather the rows into fresh tensors.
+        Rows of different lengths come back as jagged nested tensors. Rows that are one run of a
+        put come back as read-only views of Ray's object store, as ``ray.get`` returns them.
         """
         keys = list(keys)
         fields = None if select_fields is None else list(select_fields)
@@ -141,18 +132,16 @@ class KVClient:
         return int(sum(count for _, count in self._scatter("clear", list(keys), partition_id)))
 
     def stats(self) -> dict:
-        """Keys and bytes per partition (``partitions``), objects the index actors reference and
-        their bytes (``objects``, ``object_bytes``), and per-client I/O (``io``)."""
+        """Keys and bytes per ``partitions``, ``objects`` referenced and their bytes, per-client ``io``."""
         self._check_open("stats")
         total: dict[str, Any] = {"partitions": {}, "objects": 0, "object_bytes": 0, "io": {}}
-        zero = dict.fromkeys(("bytes_written", "bytes_read", "puts", "gets"), 0)
         for s in self._get([index.stats.remote() for index in self.indexes]):
-            total["objects"] += s["objects"]
-            total["object_bytes"] += s["object_bytes"]
-            for group in ("partitions", "io"):
-                for name, counters in s[group].items():
-                    total[group].setdefault(name, Counter(zero if group == "io" else {})).update(counters)
-        return {**total, **{g: {k: dict(v) for k, v in total[g].items()} for g in ("partitions", "io")}}
+            for group, value in s.items():
+                if isinstance(value, int):
+                    total[group] += value
+                for name, counters in value.items() if isinstance(value, dict) else ():
+                    total[group].setdefault(name, Counter()).update(counters)
+        return total
 
     def io_accounting(self) -> dict[str, dict[str, int]]:
         """Tensor bytes written and read (and put/get calls) per client name."""
@@ -172,16 +161,15 @@ class KVClient:
         ``(positions, reply)`` per actor called."""
         owner = index_of_keys(keys, len(self.indexes)) if len(self.indexes) > 1 else np.zeros(len(keys), int)
         groups = [(i, pos) for i in range(len(self.indexes)) if len(pos := np.flatnonzero(owner == i))]
+        index = [getattr(self.indexes[i], method) for i, _ in groups]
         calls = [
-            getattr(self.indexes[i], method).remote(
-                partition_id, join_keys(_pick(keys, pos)), *args(pos, len(pos) == len(keys))
-            )
-            for i, pos in groups
+            f.remote(partition_id, _pick(keys, pos), *args(pos, len(pos) == len(keys)))
+            for f, (_, pos) in zip(index, groups)
         ]
         return [(pos, reply) for (_, pos), reply in zip(groups, self._get(calls))]
 
     def _merged(self, what: str, partition_id: str | None) -> dict:
-        self._check_open("kv_list")
+        self._check_open(f"kv_list ({what})")
         merged: dict[str, dict] = {} if partition_id is None else {partition_id: {}}
         for part in self._get([index.listing.remote(partition_id, what) for index in self.indexes]):
             for pid, entries in part.items():

@@ -10,8 +10,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-# Environment variable naming the store that get_kv_client() finds by default: an entry point sets it
-# in its Ray job's runtime env, so every process of the job reaches the store it configured.
+# Names the store get_kv_client() finds by default; entry points set it in their Ray job's runtime env.
 NAME_PREFIX_ENV = "VERL_LITE_KV_NAME_PREFIX"
 
 

@@ -1,8 +1,6 @@
 """Exceptions the KV store raises; each message names the key, field or store that is wrong.
 
-Errors raised inside an index actor reach the caller as the same exception type (the client
-unwraps Ray's ``RayTaskError``), so ``except KVKeyError`` works the same in every process.
-"""
+The client unwraps Ray's ``RayTaskError``, so errors raised in an index actor keep their type."""
 
 from __future__ import annotations
 

@@ -65,9 +65,8 @@ class _Partition:
         held = list(map(self.slots.get, keys))
         new = [i for i, slot in enumerate(held) if slot is None]
         reuse = min(len(new), len(self.free))
-        fresh = self.free[len(self.free) - reuse :] + list(
-            range(len(self.tags), len(self.tags) + len(new) - reuse)
-        )
+        start = len(self.tags)
+        fresh = self.free[len(self.free) - reuse :] + list(range(start, start + len(new) - reuse))
         del self.free[len(self.free) - reuse :]
         self.tags.extend({} for _ in range(len(new) - reuse))
         for i, slot in zip(new, fresh):
@@ -99,27 +98,26 @@ class IndexActor:
         self._partitions: dict[str, _Partition] = {}
         self._objects: dict[int, list] = {}  # object id -> [ObjectRef, bytes, live cells]
         self._next_object = 0
-        self._io: dict[str, Counter] = defaultdict(Counter)
+        self._io = defaultdict(lambda: Counter(puts=0, gets=0, bytes_written=0, bytes_read=0))
 
     def describe(self) -> dict:
-        """Store identity and config, so ``get_kv_client`` in any process can build a client."""
+        """Store identity and config, from which ``get_kv_client`` builds a client."""
         return self.info
 
     def put(
         self,
         partition_id: str,
-        keys: list[str] | str,
+        keys: list[str],
         tags: list[dict] | None,
         specs: dict[str, tuple[tuple, int | np.ndarray]],
         boxed_ref: list | None,
         rows: np.ndarray | None,
         client: str,
     ) -> dict:
-        """Create or extend ``keys`` (see :func:`join_keys`): merge ``tags``, (over)write the fields
-        in ``specs`` (field -> ``(row schema tuple, bytes of each key's row, or one int for all)``), whose rows are
-        ``rows`` (None: ``0..len(keys)-1``) of the object in ``boxed_ref`` (``[ObjectRef]``, boxed
-        so that Ray passes the reference, not the value)."""
-        keys = split_keys(keys)
+        """Create or extend ``keys``, merge ``tags`` and (over)write the fields
+        in ``specs`` (field -> ``(row schema, bytes of each row or one int for all)``): rows ``rows``
+        (None: ``0..len(keys)-1``) of the object in ``boxed_ref`` (``[ObjectRef]``: boxed, so
+        that Ray passes the reference, not the value)."""
         part = self._partitions.get(partition_id)
         for name, (schema, _) in specs.items():
             f = part.fields.get(name) if part is not None else None
@@ -140,7 +138,7 @@ class IndexActor:
             self._objects[obj] = [boxed_ref[0], total, len(keys) * len(specs)]
             self._io[client]["bytes_written"] += total
             part.nbytes += total
-            released = []
+            released, rows = [], np.arange(len(keys)) if rows is None else rows
             for name, (schema, row_bytes) in specs.items():
                 f = part.fields.get(name)
                 if f is None or f.schema != schema:  # new, or every row of it was cleared
@@ -148,26 +146,18 @@ class IndexActor:
                 old = f.obj[slots]
                 released.append(old[old != _ABSENT])
                 part.nbytes -= int(f.nbytes[slots][old != _ABSENT].sum())
-                f.obj[slots], f.row[slots], f.nbytes[slots] = (
-                    obj,
-                    np.arange(len(keys)) if rows is None else rows,
-                    row_bytes,
-                )
+                f.obj[slots], f.row[slots], f.nbytes[slots] = obj, rows, row_bytes
             self._release(np.concatenate(released))
         return {"tags": merged, "fields": part.common_fields(slots)}
 
-    def get(self, partition_id: str, keys: list[str] | str, fields: list[str] | None, client: str) -> dict:
+    def get(self, partition_id: str, keys: list[str], fields: list[str] | None, client: str) -> dict:
         """Where the rows of ``fields`` (every field the keys hold when None) are: per field
         ``(object ids, rows)`` (each compacted, see :func:`_compact`), and ``refs``: object id ->
         ObjectRef, which the reader ``ray.get``s."""
-        keys = split_keys(keys)
         part, slots = self._existing(partition_id, keys, "kv_batch_get")
-        # Without select_fields: every field any of the keys holds, which all of them must hold.
-        names = (
-            fields
-            if fields is not None
-            else [n for n, f in part.fields.items() if (f.obj[slots] != _ABSENT).any()]
-        )
+        names = fields  # without select_fields: every field any key holds, which all of them must hold
+        if names is None:
+            names = [n for n, f in part.fields.items() if (f.obj[slots] != _ABSENT).any()]
         cells, objects, nbytes = {}, set(), 0
         for name in names:
             f = part.fields.get(name)
@@ -188,7 +178,6 @@ class IndexActor:
 
     def update_tags(self, partition_id: str, keys: list[str], tags: list[dict]) -> dict:
         """Merge ``tags`` into the tags of existing ``keys``; no field changes."""
-        keys = split_keys(keys)
         part, slots = self._existing(partition_id, keys, "kv_update_tags")
         return {"tags": part.merge_tags(slots, tags), "fields": part.common_fields(slots)}
 
@@ -197,7 +186,7 @@ class IndexActor:
         part = self._partitions.get(partition_id)
         if part is None:
             return 0
-        keys = list(part.slots) if keys is None else [k for k in split_keys(keys) if k in part.slots]
+        keys = list(part.slots) if keys is None else [k for k in keys if k in part.slots]
         if not keys:
             return 0
         slots = np.fromiter(map(part.slots.pop, keys), dtype=np.int64, count=len(keys))
@@ -207,7 +196,7 @@ class IndexActor:
             released.append(f.obj[slots][held])
             part.nbytes -= int(f.nbytes[slots][held].sum())
             f.obj[slots] = _ABSENT
-        self._release(np.concatenate(released) if released else np.zeros(0, dtype=np.int64))
+        self._release(np.concatenate(released or [np.zeros(0, dtype=np.int64)]))
         if part.slots:
             for slot in slots.tolist():
                 part.tags[slot] = {}
@@ -219,12 +208,7 @@ class IndexActor:
     def listing(self, partition_id: str | None, what: str) -> dict[str, dict]:
         """``{partition: {key: tag}}`` (``what="tags"``) or ``{partition: {key: [field, ...]}}``
         (``"fields"``) for one partition (``{}`` if absent) or every partition."""
-        if partition_id is None:
-            parts = self._partitions.items()
-        else:
-            parts = (
-                [(partition_id, self._partitions[partition_id])] if partition_id in self._partitions else []
-            )
+        parts = [(p, part) for p, part in self._partitions.items() if partition_id in (None, p)]
         value = (lambda part, s: part.tags[s]) if what == "tags" else _Partition.key_fields
         return {p: {k: value(part, s) for k, s in part.slots.items()} for p, part in parts}
 
@@ -251,26 +235,12 @@ class IndexActor:
 
     def _release(self, objs: np.ndarray) -> None:
         """Forget cells that pointed at objects; an object no cell uses is dropped (Ray frees it)."""
-        if not len(objs):
-            return
         ids, counts = np.unique(objs, return_counts=True)
         for obj, count in zip(ids.tolist(), counts.tolist()):
             entry = self._objects[obj]
             entry[2] -= count
             if entry[2] <= 0:
                 del self._objects[obj]
-
-
-def join_keys(keys: list[str]) -> list[str] | str:
-    """Keys as one ``"\\0"``-joined string when none contains ``"\\0"``: Ray ships one string much
-    faster than thousands of small ones. :func:`split_keys` undoes it."""
-    joined = "\0".join(keys)
-    return joined if keys and joined.count("\0") == len(keys) - 1 else keys
-
-
-def split_keys(keys: list[str] | str) -> list[str]:
-    """Inverse of :func:`join_keys`."""
-    return keys.split("\0") if isinstance(keys, str) else keys
 
 
 def _compact(values: np.ndarray, step: int) -> np.ndarray | int:

@@ -1,9 +1,7 @@
 """Key scheme of the KV store: prompt-group markers, trajectory keys, statuses, and which index holds a key.
 
-A prompt group (one prompt, ``n`` sampled responses) is tracked by a marker key ``{uid}`` whose
-tag carries the group's ``status`` and ``global_steps``; its trajectories are stored under
-``{uid}_{session_id}_{index}`` with tags ``uid``, ``status``, ``prompt_len``, ``response_len`` and
-``global_steps``. Markers carry ``uid`` too, so :func:`group_of` can tell the two apart.
+A prompt group (one prompt, ``n`` responses) is tracked by a marker key ``{uid}`` tagged with its
+``status`` and ``global_steps``; its trajectories are stored under ``{uid}_{session_id}_{index}``.
 """
 
 from __future__ import annotations
@@ -46,14 +44,8 @@ def trajectory_tag(
     uid: str, status: str, prompt_len: int, response_len: int, global_steps: int, **extra: Any
 ) -> dict:
     """Tag of one trajectory key (lengths in tokens, ``global_steps`` = weight version used)."""
-    return {
-        "uid": str(uid),
-        "status": status,
-        "prompt_len": int(prompt_len),
-        "response_len": int(response_len),
-        "global_steps": int(global_steps),
-        **extra,
-    }
+    lengths = {"prompt_len": int(prompt_len), "response_len": int(response_len)}
+    return {"uid": str(uid), "status": status, **lengths, "global_steps": int(global_steps), **extra}
 
 
 def group_of(key: str, tag: dict | None = None) -> str:

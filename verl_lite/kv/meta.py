@@ -1,9 +1,7 @@
 """``KVBatchMeta``: the keys and tags of a batch stored in the KV store, split and merged like a batch.
 
-The controller moves these instead of tensors: a KVBatchMeta is a few bytes per row (key + tag),
-picklable, and holds no tensors. Dispatch splits it by data-parallel rank with :meth:`chunk`
-(or :meth:`split_by_group` when a method needs whole GRPO groups) and merges results with
-:meth:`concat`; workers turn it into a TensorDict with ``client.kv_batch_get(meta.keys, ...)``.
+The controller moves these (a few bytes per row) instead of tensors. Dispatch splits them with
+:meth:`chunk` or :meth:`split_by_group` and merges results with :meth:`concat`.
 """
 
 from __future__ import annotations
@@ -61,12 +59,8 @@ class KVBatchMeta:
         if n < 1:
             raise ValueError(f"KVBatchMeta.chunk: n must be >= 1, got {n}.")
         base, extra = divmod(len(self), n)
-        parts, start = [], 0
-        for i in range(n):
-            size = base + (1 if i < extra else 0)
-            parts.append(self.select(range(start, start + size)))
-            start += size
-        return parts
+        bounds = [0, *itertools.accumulate(base + (i < extra) for i in range(n))]
+        return [self.select(range(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
 
     def group_ids(self) -> list[str]:
         """Group id of every row (tag ``uid``, else the key prefix before the first ``_``)."""
@@ -86,12 +80,8 @@ class KVBatchMeta:
         for i, gid in enumerate(self.group_ids()):
             members.setdefault(gid, []).append(i)
         groups = list(members.values())
-        ends = _balanced_cuts([len(g) for g in groups], n)
-        parts, start = [], 0
-        for end in ends:
-            parts.append(self.select([i for g in groups[start:end] for i in g]))
-            start = end
-        return parts
+        bounds = [0, *_balanced_cuts([len(g) for g in groups], n)]
+        return [self.select([i for g in groups[lo:hi] for i in g]) for lo, hi in zip(bounds, bounds[1:])]
 
     @classmethod
     def concat(cls, metas: Sequence[KVBatchMeta]) -> KVBatchMeta:

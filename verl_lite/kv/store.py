@@ -1,9 +1,6 @@
 """Start, find and stop a KV store: its index actors are named Ray actors of the current job.
 
-``init_kv_store`` (controller or TaskRunner) creates the index actors; ``get_kv_client`` in any
-worker of the same Ray job finds them by name; ``shutdown_kv_store`` kills them, after which
-every client of that store raises ``KVStoreClosedError``.
-"""
+After ``shutdown_kv_store`` every client of that store raises ``KVStoreClosedError``."""
 
 from __future__ import annotations
 
@@ -71,16 +68,14 @@ def shutdown_kv_store(name_prefix: str | None = None) -> None:
         return
     info = ray.get(first.describe.remote())
     CLOSED_STORES.add(info["store_id"])
-    for i in range(info["num_indexes"]):
-        index = _find(name_prefix, i)
-        if index is not None:
-            ray.kill(index)
+    for index in filter(None, (_find(name_prefix, i) for i in range(info["num_indexes"]))):
+        ray.kill(index)
     # Names are released asynchronously; wait so an immediate init_kv_store() can reuse them.
     deadline = time.monotonic() + _NAME_RELEASE_TIMEOUT_S
     while any(_find(name_prefix, i) is not None for i in range(info["num_indexes"])):
         if time.monotonic() > deadline:
             raise KVStoreError(
-                f"KV store {name_prefix!r}: actor names still taken {_NAME_RELEASE_TIMEOUT_S}s after kill."
+                f"KV store {name_prefix!r}: index names still taken after {_NAME_RELEASE_TIMEOUT_S}s."
             )
         time.sleep(0.01)
 
