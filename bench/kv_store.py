@@ -5,14 +5,12 @@ Run: ``python bench/kv_store.py`` (starts and stops its own local Ray).
 1. Put+get of 256 trajectories x 1024 tokens (int64 ids, float32 log-probs, bool masks), and the
    same at 32x the rows, through the KV store and through a raw ``ray.put``/``ray.get`` of the
    same data as a dict of numpy arrays (Ray's zero-copy path). Target: KV/raw >= 0.7. Measured
-   with the store's default units (one per node) and with 2 units (``--units N ...`` picks).
+   with the store's default index actors (one per node) and with 2 (``--units N ...`` picks).
    Each KV put writes new keys (as rollouts do); the object store is written once before timing.
 2. One simulated GRPO step: rollout workers put trajectories, the controller's ReplayBuffer
    samples them from tags, trainer workers read fields and write ``old_log_probs``. Reported:
    bytes that crossed the controller process (tensor bytes per the store's accounting, plus the
    pickled keys/tags/metas it sent and received) as a share of trajectory bytes. Target: < 1%.
-3. With ``--pieces``: ``ray.put`` of one array, whole and in 1 MiB pieces, by size (why the store
-   sends arrays of up to ``verl_lite.kv.pieces.PIECES_UP_TO`` bytes in pieces).
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from verl_lite.kv import (
     trajectory_key,
     trajectory_tag,
 )
-from verl_lite.kv.pieces import InPieces
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
 
@@ -81,14 +78,11 @@ def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[s
     """
     arrays = make_arrays(rows)
     td = TensorDict({k: torch.from_numpy(v) for k, v in arrays.items()}, batch_size=[rows])
-    raw, put, get, rtt = [], [], [], []
+    raw, put, get = [], [], []
     for i in range(warmup + repeats):
         start = time.perf_counter()
         out = ray.get(ray.put(arrays))
         raw_s = time.perf_counter() - start
-        start = time.perf_counter()  # the store's fixed cost: one round trip to its units
-        client.ping()
-        rtt_s = time.perf_counter() - start
         assert out["input_ids"].shape == (rows, SEQ_LEN)
         del out
         # New keys every time, as rollouts write new trajectories (the client remembers recent key lists).
@@ -105,7 +99,6 @@ def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[s
             raw.append(raw_s)
             put.append(put_s)
             get.append(get_s)
-            rtt.append(rtt_s)
     return {
         "rows": rows,
         "nbytes": sum(a.nbytes for a in arrays.values()),
@@ -113,7 +106,6 @@ def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[s
         "put_ms": median_ms(put),
         "get_ms": median_ms(get),
         "kv_ms": median_ms([p + g for p, g in zip(put, get)]),
-        "rtt_ms": median_ms(rtt),
     }
 
 
@@ -121,36 +113,17 @@ def print_throughput(results: list[dict[str, float]]) -> None:
     print("\nput+get of one batch: KV store vs raw ray.put/ray.get of a numpy dict")
     print(
         f"{'units':>5} {'rows x tokens':>14} {'MB':>7} {'raw ms':>8} {'raw GB/s':>9} {'KV put':>8} {'KV get':>8} "
-        f"{'KV ms':>8} {'KV GB/s':>8} {'KV/raw':>7} {'unit RTT':>9}"
+        f"{'KV ms':>8} {'KV GB/s':>8} {'KV/raw':>7}"
     )
     for r in results:
         raw_gbs, kv_gbs = r["nbytes"] / r["raw_ms"] / 1e6, r["nbytes"] / r["kv_ms"] / 1e6
         print(
             f"{r['units']:>5} {r['rows']:>7} x {SEQ_LEN:<4} {r['nbytes'] / 1e6:>7.1f} {r['raw_ms']:>8.2f} {raw_gbs:>9.2f} "
-            f"{r['put_ms']:>8.2f} {r['get_ms']:>8.2f} {r['kv_ms']:>8.2f} {kv_gbs:>8.2f} {kv_gbs / raw_gbs:>7.2f} "
-            f"{r['rtt_ms']:>9.2f}"
+            f"{r['put_ms']:>8.2f} {r['get_ms']:>8.2f} {r['kv_ms']:>8.2f} {kv_gbs:>8.2f} {kv_gbs / raw_gbs:>7.2f}"
         )
     print(
-        "(target KV/raw >= 0.7; unit RTT = an empty request to every unit over the store's socket "
-        "channel: a put and a get each cost at least one on top of raw's ray.put/ray.get)"
+        "(target KV/raw >= 0.7; a put and a get each add one round of index-actor calls to raw's ray.put/ray.get)"
     )
-
-
-def bench_pieces(sizes_mib: tuple[int, ...] = (2, 4, 8, 16, 32), repeats: int = 60) -> None:
-    """Print ``ray.put`` milliseconds for one array sent whole and as 1 MiB pieces, by size."""
-    print("\nray.put of one int64 array: whole (Ray's 6-thread copy above 1 MiB) vs 1 MiB pieces (memcpy)")
-    print(f"{'MiB':>5} {'whole ms':>9} {'pieces ms':>10} {'pieces/whole':>13}")
-    for mib in sizes_mib:
-        array = np.random.default_rng(0).integers(0, 32000, size=mib * 2**20 // 8)
-        times: dict[str, list[float]] = {"whole": [], "pieces": []}
-        for i in range(2 * repeats):  # alternating, so both see the same background load
-            kind = "whole" if i % 2 == 0 else "pieces"
-            start = time.perf_counter()
-            ref = ray.put({"a": array if kind == "whole" else InPieces(array)})
-            times[kind].append(time.perf_counter() - start)
-            del ref
-        whole, pieces = median_ms(times["whole"][2:]), median_ms(times["pieces"][2:])
-        print(f"{mib:>5} {whole:>9.2f} {pieces:>10.2f} {pieces / whole:>13.2f}")
 
 
 @ray.remote(num_cpus=0)
@@ -216,7 +189,7 @@ def bench_controller_bytes(client, prompts: int, n: int) -> dict[str, int]:
     before = client.io_accounting().get(client.name, {})
     uids = [f"p{i}" for i in range(prompts)]
     markers = buffer.add_groups(uids, global_steps=0, partition_id="train")
-    crossed = 2 * size(markers)  # marker tags sent to the units, same size back
+    crossed = 2 * size(markers)  # marker tags sent to the index actors, same size back
     shards = [uids[: prompts // 2], uids[prompts // 2 :]]
     ray.get([w.generate.remote(s, n, 0, "train") for w, s in zip(rollout, shards)])
     crossed += size(shards)
@@ -250,11 +223,10 @@ def main() -> None:
         "--units",
         type=int,
         nargs="*",
-        help="storage-unit counts to measure (default: the store's default, one per node, then 2)",
+        help="index-actor counts to measure (default: the store's default, one per node, then 2)",
     )
     parser.add_argument("--repeats", type=int, default=40, help="timed repetitions at the base size")
     parser.add_argument("--settle-s", type=float, default=20.0, help="idle seconds after Ray starts")
-    parser.add_argument("--pieces", action="store_true", help="also time ray.put whole vs in 1 MiB pieces")
     parser.add_argument("--markdown", help="also write the table to this file (see bench/refresh_docs.py)")
     args = parser.parse_args()
     # Touch the object store's pages up front (the setting, then a first write of the whole
@@ -277,7 +249,7 @@ def main() -> None:
         results: list[dict] = []
         for units in args.units or [None, 2]:
             client = init_kv_store(num_storage_units=units, client_name="controller")
-            count = len(client.units)
+            count = len(client.indexes)
             if all(r["units"] != count for r in results):  # the default may be 2 units already
                 for rows, repeats in (
                     (BASE_ROWS, args.repeats),
@@ -286,8 +258,6 @@ def main() -> None:
                     results.append({"units": count, **bench_throughput(client, rows, repeats)})
             shutdown_kv_store()
         print_throughput(results)
-        if args.pieces:
-            bench_pieces()
         client = init_kv_store(num_storage_units=(args.units or [None])[0], client_name="controller")
         step = bench_controller_bytes(client, prompts=64, n=4)
         share = (step["controller_tensor_bytes"] + step["controller_meta_bytes"]) / step["trajectory_bytes"]

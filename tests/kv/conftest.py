@@ -8,7 +8,7 @@ from verl_lite.kv import init_kv_store, shutdown_kv_store
 
 @pytest.fixture(scope="module")
 def kv_client():
-    """A client (named ``test-driver``) of a 2-unit store that lives for the test module."""
+    """A client (named ``test-driver``) of a store with 2 index actors that lives for the test module."""
     start_local_ray()
     shutdown_kv_store()  # a store left behind by an earlier failure must not fail this module
     client = init_kv_store(num_storage_units=2, client_name="test-driver")

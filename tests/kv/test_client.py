@@ -44,19 +44,38 @@ def test_dense_and_jagged_fields_round_trip_bit_exactly_in_key_order(kv_client, 
             assert_same(back[name], td[torch.arange(23, -1, -1)][name])
 
 
-def test_partial_field_reads_and_padded_reads_return_only_what_was_asked(kv_client, partition):
+def test_partial_field_reads_return_only_the_fields_and_rows_asked_for(kv_client, partition):
     td = trajectories(6)
     keys = [f"p{i}_0_0" for i in range(6)]
     kv_client.kv_batch_put(keys, partition, fields=td)
     part = kv_client.kv_batch_get(keys[2:4], partition, select_fields=["responses"])
     assert list(part.keys()) == ["responses"] and part.batch_size == torch.Size([2])
     assert_same(part["responses"], td[2:4]["responses"])
-    padded = kv_client.kv_batch_get(keys, partition, select_fields=["responses", "rm_scores"], padded=True)
-    lengths = td["responses"].offsets().diff()
-    assert padded["responses"].shape == (6, int(lengths.max()))
-    assert torch.equal(padded["responses_pad_mask"].sum(1), lengths)
-    assert torch.equal(padded["responses"][padded["responses_pad_mask"]], td["responses"].values())
-    assert "rm_scores_pad_mask" not in padded.keys()  # dense fields come back as they are
+    scattered = kv_client.kv_batch_get([keys[5], keys[0], keys[3]], partition, select_fields=["rm_scores"])
+    assert torch.equal(scattered["rm_scores"], td["rm_scores"][[5, 0, 3]])
+
+
+def test_right_padded_fields_come_back_dense_and_rows_of_several_puts_join_as_jagged(kv_client, partition):
+    # Padded batches (as the trainer builds them) stay dense; puts of different widths read together
+    # come back as one jagged field, each row as long as it was written.
+    input_ids = torch.tensor([[5, 6, 0, 0], [7, 8, 9, 0]])
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])
+    kv_client.kv_batch_put(
+        ["a", "b"], partition, fields=TensorDict({"input_ids": input_ids, "attention_mask": mask}, [2])
+    )
+    back = kv_client.kv_batch_get(["a", "b"], partition)
+    assert not back["input_ids"].is_nested and torch.equal(back["input_ids"], input_ids)
+    assert torch.equal(back["attention_mask"], mask)
+    kv_client.kv_batch_put(
+        ["c"],
+        partition,
+        fields=TensorDict(
+            {"input_ids": torch.tensor([[1, 2]]), "attention_mask": torch.ones(1, 2, dtype=torch.int64)}, [1]
+        ),
+    )
+    mixed = kv_client.kv_batch_get(["c", "a"], partition, select_fields=["input_ids"])
+    assert mixed["input_ids"].is_nested
+    assert [r.tolist() for r in mixed["input_ids"].unbind()] == [[1, 2], [5, 6, 0, 0]]
 
 
 def test_tag_only_updates_merge_into_existing_tags_without_touching_fields(kv_client, partition):
@@ -123,7 +142,7 @@ def test_any_string_is_a_key_including_unicode_and_nul(kv_client, partition):
     td = TensorDict({"x": torch.arange(4)}, batch_size=[4])
     kv_client.kv_batch_put(keys, partition, fields=td)
     assert kv_client.kv_batch_get(keys[::-1], partition)["x"].tolist() == [3, 2, 1, 0]
-    plain = [k for k in keys if "\0" not in k]  # packed as one joined string on the wire
+    plain = [k for k in keys if "\0" not in k]
     assert kv_client.kv_batch_get(plain, partition)["x"].tolist() == [0, 1, 3]
     assert set(kv_client.kv_list(partition)[partition]) == set(keys)
     assert kv_client.kv_clear(keys, partition) == 4
@@ -132,7 +151,7 @@ def test_any_string_is_a_key_including_unicode_and_nul(kv_client, partition):
 def test_a_key_list_read_again_after_some_keys_were_cleared_and_slots_reused_sees_the_change(
     kv_client, partition
 ):
-    # Units remember the slots of recent key lists; a removal must invalidate them.
+    # A cleared key's slot is reused by the next new key; the old key must not read its row.
     keys = ["a_0_0", "b_0_0", "c_0_0"]
     kv_client.kv_batch_put(keys, partition, fields=TensorDict({"x": torch.tensor([1, 2, 3])}, [3]))
     assert kv_client.kv_batch_get(keys, partition)["x"].tolist() == [1, 2, 3]

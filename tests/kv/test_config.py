@@ -22,7 +22,7 @@ def test_yaml_defaults_equal_the_dataclass_defaults_and_every_key_is_documented(
 def test_keyword_overrides_win_over_the_config_object():
     cfg = KVStoreConfig.from_any({"num_storage_units": 4}, num_storage_units=3, name_prefix="mine")
     assert cfg.num_storage_units == 3 and cfg.name_prefix == "mine"
-    assert cfg.unit_name(1) == "mine_unit_1"
+    assert cfg.index_name(1) == "mine_index_1"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from verl_lite.kv import (
     init_kv_store,
     shutdown_kv_store,
 )
-from verl_lite.kv.keys import unit_of_keys
+from verl_lite.kv.keys import index_of_keys
 from verl_lite.protocol import to_jagged
 
 
@@ -48,9 +48,8 @@ def test_a_dtype_clash_between_rows_of_one_field_is_rejected_at_put(kv_client, p
 
 
 def test_once_every_row_of_a_field_is_cleared_the_field_may_change_dtype(kv_client, partition):
-    # Units keep an emptied partition's arrays for its next put, but not its fields' schemas.
-    # (Schemas are checked per unit: "a", "b" and "c" hash to the same one of the fixture's two.)
-    assert len(set(unit_of_keys(["a", "b", "c"], 2).tolist())) == 1
+    # Schemas are checked per index actor: "a", "b" and "c" hash to the same one of the fixture's two.
+    assert len(set(index_of_keys(["a", "b", "c"], 2).tolist())) == 1
     kv_client.kv_batch_put(["a", "b"], partition, fields=TensorDict({"v": torch.zeros(2, 4)}, [2]))
     kv_client.kv_clear(["a"], partition)
     wrong = TensorDict({"v": torch.zeros(1, 4, dtype=torch.float64)}, [1])
@@ -98,15 +97,15 @@ def test_calls_after_shutdown_raise_store_closed_in_this_and_other_processes(ray
         except KVStoreClosedError as e:
             return str(e)
 
-    assert "storage unit of the KV store is gone" in ray.get(put_from_worker.remote(client))
+    assert "index actor of the KV store is gone" in ray.get(put_from_worker.remote(client))
 
 
-def test_a_dtype_clash_across_units_is_named_when_the_rows_are_read_together(kv_client, partition):
-    from verl_lite.kv.keys import unit_of_keys
+def test_a_dtype_clash_across_index_actors_is_named_when_the_rows_are_read_together(kv_client, partition):
+    from verl_lite.kv.keys import index_of_keys
 
     candidates = [f"x{i}" for i in range(20)]
-    units = unit_of_keys(candidates, 2).tolist()
-    a, b = candidates[units.index(0)], candidates[units.index(1)]  # keys on different units
+    owners = index_of_keys(candidates, 2).tolist()
+    a, b = candidates[owners.index(0)], candidates[owners.index(1)]  # keys on different index actors
     kv_client.kv_batch_put([a], partition, fields=TensorDict({"v": torch.zeros(1, 2)}, [1]))
     kv_client.kv_batch_put(
         [b], partition, fields=TensorDict({"v": torch.zeros(1, 2, dtype=torch.int32)}, [1])

@@ -1,15 +1,11 @@
 """verl_lite's data plane: a sharded key-value store of trajectory fields and tags on Ray.
 
-Storage-unit actors hold the data; clients in the controller and in every worker talk to the
-units directly, so token tensors never pass through the controller, which moves
-:class:`KVBatchMeta` (keys and tags) instead.
+Column data lives in Ray's object store; a few index actors hold keys, tags and where rows live.
+Workers write and read directly, so the controller moves :class:`KVBatchMeta` (keys and tags), not tensors.
 
     client = init_kv_store(num_storage_units=2)               # controller / TaskRunner
     meta = client.kv_batch_put(keys, "train", fields=td, tags=tags)
     td = get_kv_client().kv_batch_get(meta.keys, "train", select_fields=["responses"])
-
-Names are imported on first use: a storage-unit process imports ``verl_lite.kv.unit`` (numpy
-only) without paying for torch and tensordict.
 """
 
 from __future__ import annotations
@@ -17,35 +13,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Public name -> defining module.
+# Public name -> defining module, imported on first use (an index actor's process never imports torch).
 _LAZY = {
-    "AsyncKVClient": "verl_lite.kv.client",
-    "KVClient": "verl_lite.kv.client",
-    "default_client_name": "verl_lite.kv.client",
-    "PAD_MASK_SUFFIX": "verl_lite.kv.batches",
-    "KVStoreConfig": "verl_lite.kv.config",
-    "KVStoreError": "verl_lite.kv.errors",
-    "KVKeyError": "verl_lite.kv.errors",
-    "KVFieldError": "verl_lite.kv.errors",
-    "KVSchemaError": "verl_lite.kv.errors",
-    "KVStoreClosedError": "verl_lite.kv.errors",
-    "PENDING": "verl_lite.kv.keys",
-    "RUNNING": "verl_lite.kv.keys",
-    "FINISHED": "verl_lite.kv.keys",
-    "FAILURE": "verl_lite.kv.keys",
-    "SUCCESS": "verl_lite.kv.keys",
-    "GROUP_STATUSES": "verl_lite.kv.keys",
-    "group_key": "verl_lite.kv.keys",
-    "group_of": "verl_lite.kv.keys",
-    "group_tag": "verl_lite.kv.keys",
-    "is_group_marker": "verl_lite.kv.keys",
-    "parse_trajectory_key": "verl_lite.kv.keys",
-    "trajectory_key": "verl_lite.kv.keys",
-    "trajectory_tag": "verl_lite.kv.keys",
-    "KVBatchMeta": "verl_lite.kv.meta",
-    "init_kv_store": "verl_lite.kv.store",
-    "get_kv_client": "verl_lite.kv.store",
-    "shutdown_kv_store": "verl_lite.kv.store",
+    name: f"verl_lite.kv.{module}"
+    for module, names in {
+        "client": "KVClient",
+        "config": "KVStoreConfig",
+        "errors": "KVStoreError KVKeyError KVFieldError KVSchemaError KVStoreClosedError",
+        "keys": "PENDING RUNNING FINISHED FAILURE GROUP_STATUSES group_of group_tag parse_trajectory_key "
+        "trajectory_key trajectory_tag",
+        "meta": "KVBatchMeta",
+        "store": "init_kv_store get_kv_client shutdown_kv_store",
+    }.items()
+    for name in names.split()
 }
 __all__ = sorted(_LAZY)
 

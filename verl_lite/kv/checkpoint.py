@@ -1,9 +1,7 @@
 """Save one partition of the KV store (keys, tags, fields) into a checkpoint and restore it.
 
-Used by ``ReplayBuffer.state_dict`` so asynchronous training resumes with its in-flight prompt
-groups and finished trajectories. Take the snapshot while writers are paused (between steps):
-keys written during the snapshot may be missed. Fields travel as
-``verl_lite.transport.PackedTensorDict`` (numpy arrays), which pickle and ``torch.save`` well.
+Used by ``ReplayBuffer.state_dict``; take the snapshot while writers are paused (between steps).
+Fields travel as ``verl_lite.transport.PackedTensorDict`` (numpy arrays), which ``torch.save`` handles.
 """
 
 from __future__ import annotations

@@ -1,108 +1,151 @@
-"""The numpy column format of stored rows: row schemas, sizes, and selecting rows.
+"""Convert between TensorDicts and the store's numpy columns, and gather rows read back.
 
-A *column* is one field of a chunk of rows, in the wire format of :mod:`verl_lite.transport`:
-``("dense", array (rows, *row_shape), dtype_name)``, ``("jagged", values (total, *trailing),
-offsets (rows + 1,), dtype_name)`` or, for per-row python values, ``("rows", list)``. This module
-needs only numpy, so storage units never import torch. Rows are selected with vectorised index
-arithmetic (one gather per field and unit, a view where the rows are contiguous).
+A *column* is one field of a put, as :mod:`verl_lite.transport` packs it: ``("dense", array,
+dtype_name)``, ``("jagged", values, offsets, dtype_name)`` (one flat values array plus offsets) or
+``("rows", list)`` of python values; numpy arrays are what Ray's object store maps zero-copy.
+Rows read back are gathered with vectorised indexing, or viewed when they are one run of a column.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
+import torch
+from tensordict import NonTensorStack, TensorDict, TensorDictBase
+
+from verl_lite.kv.errors import KVSchemaError
+from verl_lite.kv.index import RowSchema
+from verl_lite.transport import numpy_to_tensor, pack
 
 DENSE, JAGGED, ROWS = "dense", "jagged", "rows"
 
 
-class RowSchema(NamedTuple):
-    """What every row of a field must agree on: kind class, dtype and the shape after the length dim.
-
-    A tuple, so it travels to the units as a plain tuple (no class to look up when unpickled).
-    """
-
-    is_tensor: bool
-    dtype_name: str
-    row_ndim: int
-    trailing: tuple[int, ...]
-
-    def describe(self) -> str:
-        if not self.is_tensor:
-            return "python values"
-        dims = ("L", *self.trailing)[: self.row_ndim] if self.row_ndim else ()
-        return f"{self.dtype_name.removeprefix('torch.')} rows of shape ({', '.join(map(str, dims))})"
+def columns_of(td: TensorDictBase) -> dict[str, tuple]:
+    """Columns of every field of ``td`` (numpy views of its tensors, no copy)."""
+    rows = int(td.batch_size[0]) if td.batch_dims else 0
+    columns = {}
+    for name, entry in pack(td).fields.items():
+        if entry[0] == "data":
+            columns[name] = (ROWS, [entry[1]] * rows)
+        elif entry[0] == "td":
+            raise KVSchemaError(
+                f"kv_batch_put: field {name!r} is a nested TensorDict; flatten it first (td.flatten_keys('.'))."
+            )
+        else:
+            columns[name] = entry
+    return columns
 
 
 def schema_of(column: tuple) -> RowSchema:
-    """Row schema of a column (see module docstring for the column formats)."""
-    kind = column[0]
-    if kind == ROWS:
+    """Row schema of a column: what the index checks every later put of the field against."""
+    if column[0] == ROWS:
         return RowSchema(False, "object", 0, ())
-    if kind == DENSE:
-        array = column[1]
-        return RowSchema(True, column[2], array.ndim - 1, tuple(array.shape[2:]))
-    values = column[1]
-    return RowSchema(True, column[3], values.ndim, tuple(values.shape[1:]))
+    if column[0] == DENSE:
+        return RowSchema(True, column[2], column[1].ndim - 1, tuple(column[1].shape[2:]))
+    return RowSchema(True, column[3], column[1].ndim, tuple(column[1].shape[1:]))
 
 
-def row_nbytes(column: tuple) -> np.ndarray:
-    """Bytes of each row of a column (python values count as 0: they are small and not tensors)."""
-    kind = column[0]
-    if kind == ROWS:
-        return np.zeros(len(column[1]), dtype=np.int64)
-    if kind == DENSE:
-        array = column[1]
-        per_row = array.itemsize * math.prod(array.shape[1:])
-        return np.full(len(array), per_row, dtype=np.int64)
-    values, offsets = column[1], column[2]
-    per_item = values.itemsize * math.prod(values.shape[1:])
-    return np.diff(offsets).astype(np.int64) * per_item
-
-
-def segment_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + l)`` for every (start, length) pair, without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.cumsum(lengths) - lengths
-    return np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
-
-
-def take_rows(column: tuple, rows: np.ndarray) -> tuple:
-    """A column holding only ``rows`` of ``column``, in that order (a view when they are a run)."""
-    kind = column[0]
-    run = is_run(rows)
-    if kind == ROWS:
-        return (ROWS, column[1][rows[0] : rows[-1] + 1] if run else [column[1][i] for i in rows.tolist()])
-    if kind == DENSE:
-        return (
-            DENSE,
-            column[1][rows[0] : rows[-1] + 1] if run else np.take(column[1], rows, axis=0),
-            column[2],
-        )
-    values, offsets = column[1], column[2]
-    if run:
-        lo, hi = offsets[rows[0]], offsets[rows[-1] + 1]
-        return (JAGGED, values[lo:hi], offsets[rows[0] : rows[-1] + 2] - lo, column[3])
-    lengths = offsets[rows + 1] - offsets[rows]
-    new_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return (JAGGED, values[segment_indices(offsets[rows], lengths)], new_offsets, column[3])
-
-
-def is_run(index: np.ndarray) -> bool:
-    """True when ``index`` is ``start, start + 1, ...`` (a slice can replace fancy indexing)."""
-    if len(index) == 0:
-        return False
-    return int(index[-1]) - int(index[0]) == len(index) - 1 and bool(np.all(np.diff(index) == 1))
-
-
-def cell_nbytes(column: tuple) -> int | np.ndarray:
-    """Bytes of each row of a column: one int when every row has the same size, else an array."""
+def row_nbytes(column: tuple) -> int | np.ndarray:
+    """Bytes of each row: one int when every row has the same size (it travels much lighter than
+    an array per key), else an array (python values count as 0: they are small and not tensors)."""
     if column[0] == ROWS:
         return 0
+    per_item = column[1].itemsize * math.prod(column[1].shape[1:])
+    return per_item if column[0] == DENSE else np.diff(column[2]).astype(np.int64) * per_item
+
+
+@dataclass
+class Source:
+    """Rows of one stored column that land at ``positions`` of an output field."""
+
+    column: tuple
+    rows: np.ndarray
+    positions: np.ndarray
+
+
+def assemble_field(name: str, n: int, sources: list[Source]) -> object:
+    """Output field ``name`` (``n`` rows) from its sources: a dense tensor when every row has the
+    same shape and was stored densely, a jagged nested tensor otherwise, a NonTensorStack for
+    python values. Rows that are, in output order, one run of one column come back as a view."""
+    by_column: dict[int, list[Source]] = {}  # index actors holding rows of one put share its column
+    for s in sources:
+        by_column.setdefault(id(s.column), []).append(s)
+    sources = [
+        Source(g[0].column, np.concatenate([s.rows for s in g]), np.concatenate([s.positions for s in g]))
+        for g in by_column.values()
+    ]
+    if len(sources) == 1:
+        rows = np.empty(n, dtype=np.int64)
+        rows[sources[0].positions] = sources[0].rows
+        if np.all(np.diff(rows) == 1):
+            return _view(sources[0].column, int(rows[0]), int(rows[-1]) + 1)
+    schemas = {schema_of(s.column) for s in sources}
+    if len(schemas) > 1:
+        raise KVSchemaError(
+            f"kv_batch_get: rows of field {name!r} disagree ({' vs '.join(sorted(s.describe() for s in schemas))}); "
+            "every row of a field needs the same dtype and trailing shape."
+        )
+    schema = schemas.pop()
+    if not schema.is_tensor:
+        values: list = [None] * n
+        for s in sources:
+            for pos, row in zip(s.positions.tolist(), s.rows.tolist()):
+                values[pos] = s.column[1][row]
+        return NonTensorStack.from_list(values)
+    dense = all(s.column[0] == DENSE for s in sources) and len({s.column[1].shape[1:] for s in sources}) == 1
+    if not dense and schema.row_ndim == 0:
+        raise KVSchemaError(f"kv_batch_get: field {name!r} holds scalar rows of different shapes.")
+    # Gather every row's values into one flat array (dense rows are equal-length jagged rows).
+    flats = [_flat(s.column) for s in sources]
+    lengths = np.zeros(n, dtype=np.int64)
+    for s, (_, offsets) in zip(sources, flats):
+        lengths[s.positions] = offsets[s.rows + 1] - offsets[s.rows]
+    out_offsets = np.concatenate([[0], np.cumsum(lengths)])
+    out = np.empty((int(out_offsets[-1]), *flats[0][0].shape[1:]), dtype=flats[0][0].dtype)
+    for s, (values, offsets) in zip(sources, flats):
+        seg = lengths[s.positions]
+        out[_segments(out_offsets[s.positions], seg)] = values[_segments(offsets[s.rows], seg)]
+    if dense:
+        return numpy_to_tensor(out.reshape(n, *sources[0].column[1].shape[1:]), schema.dtype_name)
+    return torch.nested.nested_tensor_from_jagged(
+        numpy_to_tensor(out, schema.dtype_name), torch.from_numpy(out_offsets)
+    )
+
+
+def build_tensordict(n: int, outputs: dict[str, object]) -> TensorDict:
+    """A TensorDict of ``n`` rows from assembled fields (non-tensor fields set last, as tensordict needs)."""
+    td = TensorDict({k: v for k, v in outputs.items() if isinstance(v, torch.Tensor)}, batch_size=[n])
+    for key, value in outputs.items():
+        if not isinstance(value, torch.Tensor):
+            td.set(key, value)
+    return td
+
+
+def _view(column: tuple, lo: int, hi: int) -> object:
+    """Rows ``lo:hi`` of a stored column, without a copy (read-only, like what ``ray.get`` returns)."""
     if column[0] == DENSE:
-        array = column[1]
-        return array.itemsize * math.prod(array.shape[1:])
-    return row_nbytes(column)
+        return numpy_to_tensor(column[1][lo:hi], column[2])
+    if column[0] == ROWS:
+        return NonTensorStack.from_list(list(column[1][lo:hi]))
+    values, offsets = column[1], column[2]
+    start, stop = int(offsets[lo]), int(offsets[hi])
+    return torch.nested.nested_tensor_from_jagged(
+        numpy_to_tensor(values[start:stop], column[3]), torch.from_numpy(offsets[lo : hi + 1] - start)
+    )
+
+
+def _flat(column: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, offsets)`` of a tensor column; a dense one (scalar rows included) as equal-length rows."""
+    if column[0] == JAGGED:
+        return column[1], column[2]
+    array = column[1] if column[1].ndim > 1 else column[1][:, None]  # scalar rows: length 1
+    width = array.shape[1]
+    return array.reshape(-1, *array.shape[2:]), np.arange(0, (len(array) + 1) * width, width, dtype=np.int64)
+
+
+def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + l)`` for every (start, length) pair, without a Python loop."""
+    first = np.cumsum(lengths) - lengths
+    return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)

@@ -7,9 +7,10 @@ import re
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-# Environment variable naming the store that get_kv_client() finds by default: an entry point sets it
-# in its Ray job's runtime env, so every process of the job reaches the store it configured.
+# Names the store get_kv_client() finds by default; entry points set it in their Ray job's runtime env.
 NAME_PREFIX_ENV = "VERL_LITE_KV_NAME_PREFIX"
 
 
@@ -18,10 +19,10 @@ class KVStoreConfig:
     """Settings of one KV store; validated on construction, read-only afterwards."""
 
     num_storage_units: int | None = None
-    """Storage-unit actors (``num_cpus=0``); keys are spread over them by a hash of the key.
-    ``None``: one per node of the Ray cluster when the store starts."""
+    """Index actors (``num_cpus=0``) holding keys, tags and where rows live; keys are spread over
+    them by a hash of the key. ``None``: one per node of the Ray cluster when the store starts."""
     name_prefix: str = "verl_lite_kv"
-    """Prefix of the named unit actors (``{name_prefix}_unit_{i}``); ``get_kv_client`` looks them up by it."""
+    """Prefix of the named index actors (``{name_prefix}_index_{i}``); ``get_kv_client`` looks them up by it."""
 
     def __post_init__(self) -> None:
         units = self.num_storage_units
@@ -40,17 +41,10 @@ class KVStoreConfig:
         with keyword overrides on top."""
         if is_dataclass(config) and not isinstance(config, type):
             values = asdict(config)
-        elif config is None:
-            values = {}
+        elif isinstance(config, DictConfig):
+            values = OmegaConf.to_container(config, resolve=True)
         else:
-            try:
-                from omegaconf import DictConfig, OmegaConf
-
-                if isinstance(config, DictConfig):
-                    config = OmegaConf.to_container(config, resolve=True)
-            except ImportError:  # pragma: no cover - omegaconf is a core dependency
-                pass
-            values = dict(config)
+            values = dict(config or {})
         values.update(overrides)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
@@ -63,6 +57,6 @@ class KVStoreConfig:
         """The ``name_prefix`` of this Ray job's store: ``$VERL_LITE_KV_NAME_PREFIX``, else the default."""
         return os.environ.get(NAME_PREFIX_ENV) or KVStoreConfig.name_prefix
 
-    def unit_name(self, index: int) -> str:
-        """Ray actor name of storage unit ``index``."""
-        return f"{self.name_prefix}_unit_{index}"
+    def index_name(self, index: int) -> str:
+        """Ray actor name of index actor ``index``."""
+        return f"{self.name_prefix}_index_{index}"

@@ -1,8 +1,6 @@
 """Exceptions the KV store raises; each message names the key, field or store that is wrong.
 
-Errors raised inside a storage-unit actor reach the caller as the same exception type (the client
-unwraps Ray's ``RayTaskError``), so ``except KVKeyError`` works the same in every process.
-"""
+The client unwraps Ray's ``RayTaskError``, so errors raised in an index actor keep their type."""
 
 from __future__ import annotations
 
@@ -28,7 +26,7 @@ class KVSchemaError(KVStoreError, ValueError):
 
 
 class KVStoreClosedError(KVStoreError, RuntimeError):
-    """The store was shut down (or its storage units died) before the call."""
+    """The store was shut down (or its index actors died) before the call."""
 
 
 def preview(items: list, limit: int = 5) -> str:

@@ -1,9 +1,7 @@
-"""Key scheme of the KV store: prompt-group markers, trajectory keys, statuses and unit hashing.
+"""Key scheme of the KV store: prompt-group markers, trajectory keys, statuses, and which index holds a key.
 
-A prompt group (one prompt, ``n`` sampled responses) is tracked by a marker key ``{uid}`` whose
-tag carries the group's ``status`` and ``global_steps``; its trajectories are stored under
-``{uid}_{session_id}_{index}`` with tags ``uid``, ``status``, ``prompt_len``, ``response_len`` and
-``global_steps``. Markers carry ``uid`` too, so :func:`group_of` can tell the two apart.
+A prompt group (one prompt, ``n`` responses) is tracked by a marker key ``{uid}`` tagged with its
+``status`` and ``global_steps``; its trajectories are stored under ``{uid}_{session_id}_{index}``.
 """
 
 from __future__ import annotations
@@ -20,13 +18,6 @@ RUNNING = "running"
 FINISHED = "finished"
 FAILURE = "failure"
 GROUP_STATUSES = (PENDING, RUNNING, FINISHED, FAILURE)
-# Trajectory statuses written by rollout workers.
-SUCCESS = "success"
-
-
-def group_key(uid: str) -> str:
-    """Key of the marker that tracks prompt group ``uid``."""
-    return str(uid)
 
 
 def trajectory_key(uid: str, session_id: int, index: int = 0) -> str:
@@ -53,14 +44,8 @@ def trajectory_tag(
     uid: str, status: str, prompt_len: int, response_len: int, global_steps: int, **extra: Any
 ) -> dict:
     """Tag of one trajectory key (lengths in tokens, ``global_steps`` = weight version used)."""
-    return {
-        "uid": str(uid),
-        "status": status,
-        "prompt_len": int(prompt_len),
-        "response_len": int(response_len),
-        "global_steps": int(global_steps),
-        **extra,
-    }
+    lengths = {"prompt_len": int(prompt_len), "response_len": int(response_len)}
+    return {"uid": str(uid), "status": status, **lengths, "global_steps": int(global_steps), **extra}
 
 
 def group_of(key: str, tag: dict | None = None) -> str:
@@ -70,14 +55,7 @@ def group_of(key: str, tag: dict | None = None) -> str:
     return key.split("_", 1)[0]
 
 
-def is_group_marker(key: str, tag: dict | None = None) -> bool:
-    """True for a prompt-group marker key (its group id is the key itself)."""
-    return group_of(key, tag) == key
-
-
-def unit_of_keys(keys: Sequence[str], num_units: int) -> np.ndarray:
-    """Storage unit of each key: a CRC32 of the key modulo ``num_units`` (stable across processes)."""
-    if num_units == 1:
-        return np.zeros(len(keys), dtype=np.int64)
+def index_of_keys(keys: Sequence[str], num_indexes: int) -> np.ndarray:
+    """Index actor of each key: a CRC32 of the key modulo ``num_indexes`` (stable across processes)."""
     crcs = np.fromiter(map(zlib.crc32, map(str.encode, keys)), dtype=np.int64, count=len(keys))
-    return crcs % num_units
+    return crcs % num_indexes

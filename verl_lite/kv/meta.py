@@ -1,13 +1,12 @@
 """``KVBatchMeta``: the keys and tags of a batch stored in the KV store, split and merged like a batch.
 
-The controller moves these instead of tensors: a KVBatchMeta is a few bytes per row (key + tag),
-picklable, and holds no tensors. Dispatch splits it by data-parallel rank with :meth:`chunk`
-(or :meth:`split_by_group` when a method needs whole GRPO groups) and merges results with
-:meth:`concat`; workers turn it into a TensorDict with ``client.kv_batch_get(meta.keys, ...)``.
+The controller moves these (a few bytes per row) instead of tensors. Dispatch splits them with
+:meth:`chunk` or :meth:`split_by_group` and merges results with :meth:`concat`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,12 +59,8 @@ class KVBatchMeta:
         if n < 1:
             raise ValueError(f"KVBatchMeta.chunk: n must be >= 1, got {n}.")
         base, extra = divmod(len(self), n)
-        parts, start = [], 0
-        for i in range(n):
-            size = base + (1 if i < extra else 0)
-            parts.append(self.select(range(start, start + size)))
-            start += size
-        return parts
+        bounds = [0, *itertools.accumulate(base + (i < extra) for i in range(n))]
+        return [self.select(range(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
 
     def group_ids(self) -> list[str]:
         """Group id of every row (tag ``uid``, else the key prefix before the first ``_``)."""
@@ -85,12 +80,8 @@ class KVBatchMeta:
         for i, gid in enumerate(self.group_ids()):
             members.setdefault(gid, []).append(i)
         groups = list(members.values())
-        ends = _balanced_cuts([len(g) for g in groups], n)
-        parts, start = [], 0
-        for end in ends:
-            parts.append(self.select([i for g in groups[start:end] for i in g]))
-            start = end
-        return parts
+        bounds = [0, *_balanced_cuts([len(g) for g in groups], n)]
+        return [self.select([i for g in groups[lo:hi] for i in g]) for lo, hi in zip(bounds, bounds[1:])]
 
     @classmethod
     def concat(cls, metas: Sequence[KVBatchMeta]) -> KVBatchMeta:
@@ -137,25 +128,12 @@ def merge_stats(parts) -> dict[str, float]:
 
 def _balanced_cuts(sizes: list[int], n: int) -> list[int]:
     """End index (exclusive) of each of ``n`` contiguous runs of ``sizes``, balancing their sums."""
-    total = sum(sizes)
-    cumulative, running = [], 0
-    for size in sizes:
-        running += size
-        cumulative.append(running)
-    ends, start = [], 0
+    cumulative = [0, *itertools.accumulate(sizes)]  # cumulative[i]: sum of sizes[:i]
+    ends, end = [], 0
     for part in range(1, n):
-        target = total * part / n
-        end = start
+        target = cumulative[-1] * part / n
         # Advance while taking the next group brings the cut closer to the target.
-        while end < len(sizes) and abs(cumulative[end] - target) <= abs(
-            _sum_before(cumulative, end) - target
-        ):
+        while end < len(sizes) and abs(cumulative[end + 1] - target) <= abs(cumulative[end] - target):
             end += 1
         ends.append(end)
-        start = end
-    ends.append(len(sizes))
-    return ends
-
-
-def _sum_before(cumulative: list[int], index: int) -> int:
-    return cumulative[index - 1] if index > 0 else 0
+    return [*ends, len(sizes)]
