@@ -80,12 +80,18 @@ def wait_for_runner(runner: Any, ref: ray.ObjectRef, notes: SignalNotes) -> Any:
     print(
         f"verl_lite: {name}: stopping the run at its next safe point (again to stop at once)", file=sys.stderr
     )
-    try:  # whether a checkpoint is being written right now (the runner answers from its second thread)
-        saving = bool(ray.get(runner.request_stop.remote(), timeout=STOP_GRACE_S))
-    except Exception:  # the runner is gone or stuck: nothing to wait for
-        saving = False
-    deadline = time.monotonic() + (SAVE_GRACE_S if saving else STOP_GRACE_S)
+    start = time.monotonic()
+    deadline = start + STOP_GRACE_S
+    # whether a checkpoint is being written right now (the runner answers from its second thread)
+    answer: ray.ObjectRef | None = runner.request_stop.remote()
     while time.monotonic() < deadline and not notes.repeated:
+        if answer is not None and ray.wait([answer], timeout=0)[0]:
+            try:
+                if ray.get(answer):
+                    deadline = start + SAVE_GRACE_S
+            except Exception:  # the runner is gone: the run's result says why
+                pass
+            answer = None
         ready, _ = ray.wait([ref], timeout=POLL_S)
         if ready:
             try:
@@ -100,5 +106,6 @@ def wait_for_runner(runner: Any, ref: ray.ObjectRef, notes: SignalNotes) -> Any:
     ray.kill(runner, no_restart=True)  # the actors it owns end with it
     raise StoppedBySignal(
         notes.signum,
-        "the step in progress was abandoned; the newest checkpoint with a COMPLETE marker is where to resume.",
+        "the run was ended before its next safe point (the step in progress is lost); resume from the newest "
+        "checkpoint with a COMPLETE marker.",
     )
