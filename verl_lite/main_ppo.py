@@ -22,14 +22,27 @@ def load_config(cfg: DictConfig):
     return load_ppo_config(cfg)
 
 
+def pool_slots(config) -> int:
+    """Slots of every resource pool the config asks for: the trainer's and, standalone, the rollout's."""
+    slots = config.trainer.nnodes * config.trainer.n_gpus_per_node
+    rollout = config.actor_rollout_ref.rollout
+    if rollout.mode == "standalone":
+        slots += rollout.nnodes * rollout.n_gpus_per_node
+    return slots
+
+
 def run(config) -> list[dict]:
-    """Start (or join) Ray, run the ``TaskRunner`` and always shut Ray down."""
+    """Start (or join) Ray, run the ``TaskRunner`` and always shut Ray down.
+
+    SIGTERM and SIGINT stop the run (``verl_lite.trainer.stopping``) and raise ``StoppedBySignal``.
+    """
     import dataclasses
 
     import ray
 
     from verl_lite.kv.config import NAME_PREFIX_ENV
     from verl_lite.single_controller.ray.process_env import worker_env_vars
+    from verl_lite.trainer.stopping import SignalNotes, wait_for_runner
     from verl_lite.trainer.task_runner import TaskRunner
     from verl_lite.utils.extensions import extensions_env
 
@@ -37,8 +50,7 @@ def run(config) -> list[dict]:
     if "address" not in init_kwargs:
         # "local" always starts a fresh instance, even when a `ray start` cluster runs on this machine.
         init_kwargs["address"] = "local"
-        slots = config.trainer.nnodes * config.trainer.n_gpus_per_node
-        init_kwargs.setdefault("num_cpus", max(4, slots + 2))
+        init_kwargs.setdefault("num_cpus", max(4, pool_slots(config) + 2))
         init_kwargs.setdefault("object_store_memory", 512 * 1024**2)
         init_kwargs.setdefault("include_dashboard", False)
     env_vars = worker_env_vars(
@@ -48,12 +60,14 @@ def run(config) -> list[dict]:
     )
     runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
     runtime_env["env_vars"] = {**env_vars, **runtime_env.get("env_vars", {})}
-    ray.init(runtime_env=runtime_env, **init_kwargs)
-    try:
-        runner = TaskRunner.remote()
-        return ray.get(runner.run.remote(dataclasses.asdict(config)))
-    finally:
-        ray.shutdown()
+    with SignalNotes() as notes:
+        ray.init(runtime_env=runtime_env, **init_kwargs)
+        try:
+            notes.install()  # again: ray.init sets a SIGTERM handler of its own
+            runner = TaskRunner.remote()
+            return wait_for_runner(runner, runner.run.remote(dataclasses.asdict(config)), notes)
+        finally:
+            ray.shutdown()
 
 
 @hydra.main(config_path="configs", config_name="ppo_trainer", version_base=None)

@@ -130,3 +130,24 @@ def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, 
         )
     killed = json.loads((folder / "killed.json").read_text())
     print(f"\nthe run ended {time.time() - killed['time']:.2f} s after the SIGKILL (Ray shut down included)")
+
+
+SLOW = Path(__file__).resolve().parent / "slow_rollout.py"
+
+
+def test_a_rollout_past_generate_timeout_s_ends_the_run_naming_what_it_waited_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLOW_ROLLOUT_TOKEN_S", "2")  # 24 tokens: ~50 s per generation
+    start = time.monotonic()
+    with pytest.raises(
+        Exception,
+        match=r"rollout.agent.generate_timeout_s=5 s: 1 of 1 agent-loop workers were still generating "
+        r"their share of the training batch",
+    ):
+        train(
+            tmp_path,
+            "trainer.total_training_steps=1",
+            f"trainer.extensions=[{SLOW}]",
+            f"{ARR}.name=hf_slow",
+            f"{ARR}.agent.generate_timeout_s=5",
+        )
+    print(f"\nthe run ended {time.monotonic() - start:.1f} s after it started")

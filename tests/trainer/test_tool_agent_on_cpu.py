@@ -7,6 +7,7 @@ around a model that calls tools: every other part of the run is the real one.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.trainer.helpers import joining, train
@@ -63,6 +64,38 @@ def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path
         assert h["critic/advantages/max"] == h["critic/advantages/min"] == 0.0 and "actor/pg_loss" in h
         assert "reward_extra/used_tool/mean" in h  # the synthetic_calc scorer's own metric
         assert h["kv/controller_bytes_read"] == 0
+
+
+def test_a_sync_tool_that_never_returns_times_out_and_the_steps_finish(tmp_path, cluster):
+    # every calculator call blocks its thread for good; with a 2 s timeout each one is an error the
+    # model sees, and the loop's own work (scoring, storing) and the server's never wait for those threads
+    tools = tmp_path / "hanging.yaml"
+    tools.write_text("tools:\n  - class_name: tests.trainer.hanging_tool.hanging_calculator\n")
+    start = time.monotonic()
+    history = train(
+        tmp_path,
+        *joining(cluster),
+        "trainer.total_training_steps=2",
+        f"trainer.extensions=[{POLICY}]",
+        f"{ARR}.model.path={AGENT_MODEL}",
+        f"data.train_files={TOOL_DATA / 'train.parquet'}",
+        "data.val_files=null",
+        "data.default_data_source=synthetic_calc",
+        "data.max_prompt_length=96",
+        "data.max_response_length=128",
+        f"{ARR}.rollout.name=scripted_calculator",
+        f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
+        f"{ARR}.rollout.agent.generate_timeout_s=120",  # a regression fails naming the rollout, never hangs
+        f"{ARR}.rollout.multi_turn.tool_config_path={tools}",
+        f"{ARR}.rollout.multi_turn.tool_timeout_s=2",
+        "algorithm.adv_estimator=rloo",
+    )
+    print(f"\n2 steps with a hanging tool in {time.monotonic() - start:.1f} s")
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        # 12 calculator calls timed out (samples 1-3 of 4 prompts) and 4 calls of the unknown abacus
+        assert h["agent/tool_errors"] == 16
+        assert h["agent/tool_calls/calculator/mean"] == 1.0
 
 
 def test_agent_tiny_config_calls_the_calculator_with_the_shipped_agent_model(tmp_path, cluster):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import textwrap
+import threading
 from typing import Literal
 
 import pytest
@@ -121,6 +123,32 @@ def test_tool_runs_sync_and_async_functions_and_stays_callable():
     assert wait_then_answer.name == "sleepy"
     assert wait_then_answer.tool_schema["function"]["description"] == "Wait, then answer."
     assert asyncio.run(wait_then_answer.execute("i", {"seconds": 0})).text == "done"
+
+
+def test_a_sync_tool_that_never_returns_leaves_the_default_thread_pool_free():
+    release = threading.Event()
+
+    @tool
+    def stuck(x: int) -> str:
+        """Never returns (until the test ends)."""
+        release.wait()
+        return str(x)
+
+    stuck._threads.size = 2  # two hung calls fill this tool's threads
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        for x in range(3):  # the third one waits for a thread of its own tool, and times out too
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(stuck.execute("i", {"x": x}), 0.2)
+        # the default pool (the agent loop's and the server's) still runs work at once
+        return await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 1.0)
+
+    try:
+        assert asyncio.run(scenario()) == "free"
+    finally:
+        release.set()
 
 
 def test_tool_call_with_unknown_or_missing_arguments_names_the_parameters():

@@ -117,10 +117,7 @@ class RLHFDataset(Dataset):
             return self._skip(reason, index, row)
         messages = _as_messages(row[self.prompt_key])
         ground_truth = row["reward_model"]["ground_truth"]
-        text = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
-        )
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        text, ids = render_prompt(self.tokenizer, messages, self.chat_template_kwargs)
         if len(ids) > self.max_prompt_length:
             if self.filter_overlong_prompts:
                 return self._skip("overlong_prompt", index, row)
@@ -176,6 +173,17 @@ class RLHFDataset(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         example = self.examples[i]
         return {**example, "prompt_ids": torch.tensor(example["prompt_ids"], dtype=torch.long)}
+
+
+def render_prompt(
+    tokenizer: Any, prompt: Any, chat_template_kwargs: Mapping[str, Any] | None = None
+) -> tuple[str, list[int]]:
+    """The chat-templated text of a prompt cell (a string or a message list) and its token ids."""
+    messages = _as_messages(prompt)
+    text = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, **dict(chat_template_kwargs or {})
+    )
+    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def row_skip_reason(row: Mapping[str, Any], prompt_key: str = "prompt") -> str | None:

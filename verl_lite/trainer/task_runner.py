@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import ray
@@ -26,13 +27,25 @@ def build_dataset(config: PPOConfig, tokenizer, split: str):
     )
     if not len(dataset):  # all rows skipped once tokenized (overlong); the other reasons fail before Ray
         skipped = ", ".join(f"{entry['count']} {reason}" for reason, entry in dataset.skipped.items())
-        raise ValueError(f"data.{split}_files: 0 usable rows ({skipped} skipped).")
+        raise ValueError(
+            f"data.{split}_files: 0 usable rows ({skipped} skipped; prompts above "
+            f"data.max_prompt_length={data.max_prompt_length} tokens count as overlong_prompt)."
+        )
     return dataset
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, max_concurrency=2)  # the second thread answers request_stop while run runs
 class TaskRunner:
     """Runs on the cluster: tokenizer, datasets, pools, workers, KV store, replay buffer, trainer."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._trainer = None
+
+    def request_stop(self) -> bool:
+        """Have the trainer stop before its next step; returns whether it is writing a checkpoint now."""
+        self._stop.set()
+        return bool(getattr(self._trainer, "saving", False))
 
     def run(self, config_dict: dict) -> list[dict[str, Any]]:
         from transformers import AutoTokenizer
@@ -74,6 +87,8 @@ class TaskRunner:
                 config_dict,
             )
             trainer = get_trainer_cls(config.trainer.mode)(config, groups, kv, buffer, batches, val, tracker)
+            trainer.stop_requested = self._stop.is_set
+            self._trainer = trainer
             return trainer.fit()
         finally:
             if groups is not None:

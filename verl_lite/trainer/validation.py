@@ -7,6 +7,7 @@ import json
 import os
 
 from verl_lite.trainer.config import PPOConfig
+from verl_lite.trainer.input_checks import agent_name_problems, length_problems, overlong_prompt_problems
 
 # actor_rollout_ref.actor.old_log_prob values.
 OLD_LOG_PROB_MODES = ("auto", "recompute")
@@ -67,11 +68,13 @@ def validate_config(config: PPOConfig) -> None:
         *_multi_turn_problems(config),
         *_model_problems(config),
         *_engine_problems(config),
+        *length_problems(config),
+        *agent_name_problems(config),
     ]
     if not problems:
         problems = [*_model_folder_problems(config), *_data_row_problems(config)]
     if not problems:
-        problems = list(_data_source_problems(config))
+        problems = [*_data_source_problems(config), *overlong_prompt_problems(config)]
     if problems:
         raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
 
@@ -155,10 +158,12 @@ def _name_problems(config: PPOConfig) -> list[str]:
         ("trainer.mode", config.trainer.mode, TRAINERS),
         ("reward.reward_manager", config.reward.reward_manager, REWARD_MANAGERS),
     ]
+    from verl_lite.workers.agent_loop.base import agent_loop_name
+
     out = [
         f"{key}={value!r} is not registered; known: {', '.join(registry.names())}."
         for key, value, registry in checks
-        if value not in registry
+        if (agent_loop_name(value) if registry is AGENT_LOOPS else value) not in registry
     ]
     mode = config.trainer.mode
     rollout_mode = config.actor_rollout_ref.rollout.mode

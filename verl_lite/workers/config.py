@@ -244,6 +244,9 @@ class AgentConfig:
     num_workers: int | None = None
     # Registered agent loop of rows without an agent_name column (single_turn | tool_agent).
     default_agent_loop: str = "single_turn"
+    # Seconds the controller waits for one batch's rollout before the run fails naming what it waited
+    # for (None = no bound).
+    generate_timeout_s: float | None = 3600.0
 
 
 @dataclass

@@ -66,6 +66,16 @@ class MAGRPOModeTrainer(PPOTrainer):
         for key, ref in refs:
             if ref.path and not Path(ref.path).expanduser().is_file():
                 out.append(f"{key}={ref.path!r} is not a file; give the python file defining {ref.name}.")
+            elif ref.path:  # the file runs now, so a missing function or a broken file fails before Ray
+                name_key = f"{key.removesuffix('.path')}.name={ref.name!r}"
+                try:
+                    function_from_file(ref.path, ref.name, name_key)
+                except ValueError as err:  # no such function (the message lists the ones there)
+                    out.append(str(err))
+                except Exception as err:  # a user file can raise anything while it runs
+                    out.append(
+                        f"{key}={ref.path!r} fails while it is imported ({type(err).__name__}: {err})."
+                    )
         return out
 
     def fit(self) -> list[dict[str, float]]:

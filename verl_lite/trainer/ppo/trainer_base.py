@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -116,6 +117,10 @@ class PPOTrainer:
         # data source and ground truth of the prompt groups in flight, for the generation dumps
         self._group_info: dict[str, dict[str, Any]] = {}
         self.buffer.refill_fn = self.refill
+        # True while a checkpoint is written; stop_requested() (the TaskRunner's, on a signal) ends fit
+        # before the next step
+        self.saving = False
+        self.stop_requested: Callable[[], bool] = lambda: False
 
     # ---- hooks ----------------------------------------------------------------------------------
     def on_train_begin(self) -> None:
@@ -176,6 +181,9 @@ class PPOTrainer:
             self.on_train_end()
             return self.history
         for step in self.tracker.progress(range(self.global_step + 1, self.total_steps + 1)):
+            if self.stop_requested():  # a safe point: the last step is logged and checkpointed on schedule
+                print(f"stop requested: stopping before step {step}", flush=True)
+                break
             self.global_step = step
             self.on_step_begin(step)
             metrics = self.train_step(step)
@@ -375,11 +383,15 @@ class PPOTrainer:
         """Workers write their shards, the controller its state; published atomically, old ones pruned."""
         trainer = self.config.trainer
         writer = CheckpointWriter(trainer.checkpoint_dir, step)
-        self.groups.actor.save_checkpoint(writer.part("actor"))
-        if self.groups.critic is not None:
-            self.groups.critic.save_checkpoint(writer.part("critic"))
-        writer.save_trainer_state(self.state_dict())
-        path = writer.publish()
+        self.saving = True  # a stop request waits for the publish (trainer/stopping.py)
+        try:
+            self.groups.actor.save_checkpoint(writer.part("actor"))
+            if self.groups.critic is not None:
+                self.groups.critic.save_checkpoint(writer.part("critic"))
+            writer.save_trainer_state(self.state_dict())
+            path = writer.publish()
+        finally:
+            self.saving = False
         prune_checkpoints(trainer.checkpoint_dir, trainer.max_ckpt_to_keep)
         return path
 

@@ -103,4 +103,15 @@ class AgentLoop(ABC):
 
 AGENT_LOOPS: Registry[type[AgentLoop]] = Registry("agent_loop")
 register_agent_loop = AGENT_LOOPS.register
-get_agent_loop = AGENT_LOOPS.get
+# verl's names of the loops verl_lite has under its own names (verl's data files carry them in agent_name).
+VERL_AGENT_NAMES = {"single_turn_agent": "single_turn"}
+
+
+def agent_loop_name(name: str) -> str:
+    """The registered name an ``agent_name`` value means (verl's names mapped, any other kept)."""
+    return VERL_AGENT_NAMES.get(name, name)
+
+
+def get_agent_loop(name: str) -> type[AgentLoop]:
+    """The agent loop registered as ``name`` or, for verl's names, as verl_lite's equivalent."""
+    return AGENT_LOOPS.get(agent_loop_name(name))

@@ -66,7 +66,9 @@ class AgentLoopManager:
         self.reward_config = reward_config
         self._sleeps: bool | None = None  # asked once the servers are up (the backend decides)
         self._loops_started = False
-        num_workers = from_config(RolloutConfig, config.rollout).agent_loop_actors()
+        rollout_config = from_config(RolloutConfig, config.rollout)
+        self.timeout_s = rollout_config.agent.generate_timeout_s
+        num_workers = rollout_config.agent_loop_actors()
         self.workers: list = []
         if num_workers == 0:  # the servers' processes run the loops (started once the servers are)
             self._generate = rollout.endpoints("generate_sequences")
@@ -116,8 +118,20 @@ class AgentLoopManager:
         return PendingSequences(refs, meta.partition_id, validate)
 
     def collect_sequences(self, pending: PendingSequences) -> KVBatchMeta:
-        """Wait for a launched generation; its trajectories' keys and tags (``generate_sequences``'s result)."""
+        """Wait for a launched generation; its trajectories' keys and tags (``generate_sequences``'s result).
+
+        Raises ``TimeoutError`` naming what is still running once ``rollout.agent.generate_timeout_s`` passed.
+        """
         refs = pending.refs
+        _, waiting = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        if waiting:
+            what = "validation" if pending.validate else "training"
+            raise TimeoutError(
+                f"the rollout did not finish within actor_rollout_ref.rollout.agent.generate_timeout_s="
+                f"{self.timeout_s:g} s: {len(waiting)} of {len(refs)} agent-loop workers were still generating "
+                f"their share of the {what} batch (partition {pending.partition_id!r}); raise the key (or null "
+                "for no bound) if the rollout is just slow."
+            )
         out = (
             KVBatchMeta.concat(ray.get(refs)) if refs else KVBatchMeta([], partition_id=pending.partition_id)
         )

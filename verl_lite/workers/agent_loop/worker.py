@@ -12,7 +12,9 @@ each trajectory as it finishes and writes it to the KV store; a prompt group is 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,9 @@ REQUESTS_RETRIED = "rollout/requests_retried"
 SERVER_RESTARTS = "rollout/server_restarts"
 # The stats entry of when (``time.time()``) a worker's call ended, for the rollout's idle time.
 FINISHED_AT = "rollout/finished_at/max"
+# Threads of a worker's own blocking work (reading rows, scoring, storing): never the event loop's default
+# pool, which user code (a server's, a tool's) may fill with calls that do not return.
+OWN_THREADS = 4
 
 
 @dataclass
@@ -107,6 +112,11 @@ class AgentLoopWorker:
             self.reward_manager = build_reward_manager(reward_config)
         self.kv = get_kv_client()
         self.index = index
+        self._threads = ThreadPoolExecutor(max_workers=OWN_THREADS, thread_name_prefix="agent-loop-worker")
+
+    async def _off_loop(self, fn, /, *args):
+        """``fn(*args)`` on this worker's own threads (see ``OWN_THREADS``)."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads, functools.partial(fn, *args))
 
     async def generate_sequences(
         self,
@@ -193,8 +203,10 @@ class AgentLoopWorker:
         """``{key: {"prompt": text, "response": text}}`` for ``meta``'s trajectories (for the JSONL dumps)."""
         if not len(meta):
             return {}
-        td = await asyncio.to_thread(
-            self.kv.kv_batch_get, meta.keys, meta.partition_id, select_fields=["prompts", "responses"]
+        td = await self._off_loop(
+            functools.partial(self.kv.kv_batch_get, select_fields=["prompts", "responses"]),
+            meta.keys,
+            meta.partition_id,
         )
         decode = self.tokenizer.batch_decode
         prompts = decode([t.tolist() for t in td.get("prompts").unbind()], skip_special_tokens=True)
@@ -220,7 +232,7 @@ class AgentLoopWorker:
         output = await self._agent_for(row).run(
             row, client, GREEDY_SAMPLING, self.config.rollout.response_length
         )
-        [result] = await asyncio.to_thread(self._score, [(row, output)])
+        [result] = await self._off_loop(self._score, [(row, output)])
         error = f"greedy baseline: {result.error}" if result.error else None
         return result.score + output.tool_rewards, error
 
@@ -235,7 +247,7 @@ class AgentLoopWorker:
             baselines = None
             if batch.baselines is not None:
                 baselines = [await batch.baselines[f.prompt_index] for f in ready]
-            await asyncio.to_thread(self._store, batch, ready, baselines)
+            await self._off_loop(self._store, batch, ready, baselines)
             stored += len(ready)
 
     def _score(self, pairs: list[tuple[dict, AgentLoopOutput]]) -> list[ScoredResponse | None]:

@@ -36,6 +36,10 @@ def load_tools(path: str) -> dict[str, BaseTool]:
         raise ToolConfigError(
             f"tool config {path} does not exist; set multi_turn.tool_config_path to a yaml file."
         ) from None
+    except IsADirectoryError:
+        raise ToolConfigError(
+            f"tool config {path} is a folder; set multi_turn.tool_config_path to a yaml file."
+        ) from None
     except yaml.YAMLError as err:
         raise ToolConfigError(f"tool config {path} is not valid yaml: {str(err).splitlines()[0]}") from None
     entries = tree.get("tools") if isinstance(tree, dict) else None
@@ -91,8 +95,21 @@ def _import(class_name: str, where: str) -> Any:
         )
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ToolConfigError(f"{where}: class_name {class_name!r} cannot be imported ({err}).") from None
+    except (
+        Exception
+    ) as err:  # a module can fail to import in any way: syntax, a missing package, its own code
+        raise ToolConfigError(
+            f"{where}: class_name {class_name!r} cannot be imported ({_import_failure(err)})."
+        ) from None
     if not hasattr(module, attr):
         raise ToolConfigError(f"{where}: module {module_name} has no {attr!r} (class_name {class_name!r}).")
     return getattr(module, attr)
+
+
+def _import_failure(err: Exception) -> str:
+    """What went wrong importing a tool module: the file and line of a syntax error, else the exception."""
+    if isinstance(err, SyntaxError):
+        return f"SyntaxError in {err.filename} line {err.lineno}: {err.msg}"
+    if isinstance(err, ImportError):
+        return str(err)
+    return f"{type(err).__name__} while running the module: {err}"

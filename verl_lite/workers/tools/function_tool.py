@@ -16,7 +16,6 @@ callable as the plain function.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verl_lite.workers.tools.base import BaseTool, ToolResponse
+from verl_lite.workers.tools.threads import ToolThreads
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array"}
 
@@ -42,6 +42,8 @@ class FunctionTool(BaseTool):
         self.fn = fn
         super().__init__(config, tool_schema if tool_schema is not None else function_schema(fn))
         self._signature = inspect.signature(fn)
+        # a sync function runs on threads of this tool only (see threads.py: a hung call keeps its thread)
+        self._threads = ToolThreads(self.name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -50,7 +52,7 @@ class FunctionTool(BaseTool):
         return f"FunctionTool({self.fn.__module__}.{self.fn.__qualname__})"
 
     async def execute(self, instance_id: str, parameters: dict[str, Any]) -> ToolResponse:
-        """Call the function (a sync one in a worker thread); its value becomes the response text."""
+        """Call the function (a sync one on this tool's own threads); its value becomes the response text."""
         try:
             bound = self._signature.bind(**parameters)
         except TypeError as err:
@@ -59,7 +61,7 @@ class FunctionTool(BaseTool):
         if inspect.iscoroutinefunction(self.fn):
             value = await self.fn(*bound.args, **bound.kwargs)
         else:
-            value = await asyncio.to_thread(self.fn, *bound.args, **bound.kwargs)
+            value = await self._threads.run(self.fn, *bound.args, **bound.kwargs)
         if isinstance(value, ToolResponse):
             return value
         return ToolResponse(text=value if isinstance(value, str) else json.dumps(value))
