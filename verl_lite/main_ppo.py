@@ -22,15 +22,6 @@ def load_config(cfg: DictConfig):
     return load_ppo_config(cfg)
 
 
-def pool_slots(config) -> int:
-    """Slots of every resource pool the config asks for: the trainer's and, standalone, the rollout's."""
-    slots = config.trainer.nnodes * config.trainer.n_gpus_per_node
-    rollout = config.actor_rollout_ref.rollout
-    if rollout.mode == "standalone":
-        slots += rollout.nnodes * rollout.n_gpus_per_node
-    return slots
-
-
 def run(config) -> list[dict]:
     """Start (or join) Ray, run the ``TaskRunner`` and always shut Ray down.
 
@@ -42,6 +33,7 @@ def run(config) -> list[dict]:
 
     from verl_lite.kv.config import NAME_PREFIX_ENV
     from verl_lite.single_controller.ray.process_env import worker_env_vars
+    from verl_lite.trainer.placement import get_placement
     from verl_lite.trainer.stopping import SignalNotes, wait_for_runner
     from verl_lite.trainer.task_runner import TaskRunner
     from verl_lite.utils.extensions import extensions_env
@@ -50,7 +42,7 @@ def run(config) -> list[dict]:
     if "address" not in init_kwargs:
         # "local" always starts a fresh instance, even when a `ray start` cluster runs on this machine.
         init_kwargs["address"] = "local"
-        init_kwargs.setdefault("num_cpus", max(4, pool_slots(config) + 2))
+        init_kwargs.setdefault("num_cpus", max(4, get_placement(config).slots(config) + 2))
         init_kwargs.setdefault("object_store_memory", 512 * 1024**2)
         init_kwargs.setdefault("include_dashboard", False)
     env_vars = worker_env_vars(

@@ -31,6 +31,14 @@ class Placement:
     # whether the rollout servers are on a pool of their own
     own_pool: ClassVar[bool]
 
+    def slots(self, config: PPOConfig) -> int:
+        """Slots of every resource pool this placement asks for: the policy's, and the rollout's own."""
+        slots = config.trainer.nnodes * config.trainer.n_gpus_per_node
+        if self.own_pool:
+            rollout = config.actor_rollout_ref.rollout
+            slots += rollout.nnodes * rollout.n_gpus_per_node
+        return slots
+
     def resource_manager(self, config: PPOConfig):
         """The policy pool (critic and reward model colocated in its processes), plus the rollout's own pool
         of ``rollout.nnodes`` x ``rollout.n_gpus_per_node`` slots where the placement has one."""
