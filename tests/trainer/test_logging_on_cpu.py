@@ -69,7 +69,6 @@ def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("logging")
     val = tmp_path / "val8.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "val.parquet")).head(8).to_parquet(val)
-    os.environ["WANDB_MODE"] = "offline"
     history = train(
         tmp_path,
         "trainer.total_training_steps=2",
