@@ -34,8 +34,9 @@ U = 2.0**-24  # float32 unit roundoff
 GRAD_RTOL = 64 * 128 * U
 
 
-def reference_step(model_dir: str):
-    """The full-batch gradients and response log-probs in one process (token-mean vanilla loss)."""
+def reference_step(model_dir: str, mode: str = "token-mean", norm_length: float | None = None):
+    """The full-batch gradients and response log-probs in one process (vanilla loss aggregated by ``mode``;
+    ``norm_length`` is seq-mean-token-sum-norm's constant)."""
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     inputs = build_model_inputs([torch.tensor(p) for p in PROMPTS], [torch.tensor(r) for r in RESPONSES], 0)
     logits = model(
@@ -46,7 +47,8 @@ def reference_step(model_dir: str):
     log_prob, _ = response_log_probs_and_entropy(logits, inputs)
     mask = inputs["response_mask"].float()
     adv = torch.tensor(ADVANTAGES).unsqueeze(1) * mask
-    loss, _ = get_policy_loss_fn("vanilla")(log_prob.detach(), log_prob, adv, mask, "token-mean")
+    extra = {} if norm_length is None else {"norm_length": norm_length}
+    loss, _ = get_policy_loss_fn("vanilla")(log_prob.detach(), log_prob, adv, mask, mode, **extra)
     loss.backward()
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
     return grads, log_prob.detach()[mask.bool()]

@@ -9,13 +9,9 @@ weights (and so the gradients of the next update) unchanged between updates.
 """
 
 import pytest
-import torch
-from transformers import AutoModelForCausalLM
 
-from tests.workers.helpers import ADVANTAGES, PROMPTS, RESPONSES, make_group, put_trajectories, release
-from tests.workers.test_actor_update_on_cpu import GRAD_RTOL, OPTIM, assert_gradients_match
-from verl_lite.algorithms import get_policy_loss_fn
-from verl_lite.workers.sequences import build_model_inputs, response_log_probs_and_entropy
+from tests.workers.helpers import make_group, put_trajectories, release
+from tests.workers.test_actor_update_on_cpu import GRAD_RTOL, OPTIM, assert_gradients_match, reference_step
 
 MODES = ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 RESPONSE_LENGTH = 6  # tests/workers/helpers.py's rollout.response_length
@@ -31,25 +27,6 @@ CUTS = {
 # and the cuts only reorder float32 sums; dividing by a count or T adds one rounding (U). A wrong T
 # is off by 6/5 or more (a width of 5 instead of 6), far outside it.
 assert GRAD_RTOL < 1e-3
-
-
-def reference_gradients(model_dir: str, mode: str, norm_length: float) -> dict:
-    """Full-batch gradients of the vanilla loss under ``mode``, one process, one padded batch."""
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    inputs = build_model_inputs([torch.tensor(p) for p in PROMPTS], [torch.tensor(r) for r in RESPONSES], 0)
-    logits = model(
-        input_ids=inputs["input_ids"],
-        attention_mask=inputs["attention_mask"],
-        position_ids=inputs["position_ids"],
-    ).logits
-    log_prob, _ = response_log_probs_and_entropy(logits, inputs)
-    mask = inputs["response_mask"].float()
-    adv = torch.tensor(ADVANTAGES).unsqueeze(1) * mask
-    loss, _ = get_policy_loss_fn("vanilla")(
-        log_prob.detach(), log_prob, adv, mask, mode, norm_length=norm_length
-    )
-    loss.backward()
-    return {name: p.grad.detach().clone() for name, p in model.named_parameters()}
 
 
 def gradients_by_setting(group, kv, settings: dict[str, dict]) -> dict[str, dict]:
@@ -84,9 +61,9 @@ def test_every_mode_has_the_full_batch_gradient_whatever_the_cut(tiny_model_dir,
     finally:
         release(group)
     for mode in MODES:
-        expected = reference_gradients(tiny_model_dir, mode, RESPONSE_LENGTH)
+        expected, _ = reference_step(tiny_model_dir, mode, RESPONSE_LENGTH)
         for cut in CUTS:
             assert_gradients_match(grads[f"{mode}/{cut}"], expected)
     assert_gradients_match(
-        grads["norm12"], reference_gradients(tiny_model_dir, "seq-mean-token-sum-norm", 12.0)
+        grads["norm12"], reference_step(tiny_model_dir, "seq-mean-token-sum-norm", 12.0)[0]
     )
