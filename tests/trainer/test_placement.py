@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.trainer.helpers import STANDALONE, compose_config
+from tests.trainer.helpers import STANDALONE, compose_config, train
 from verl_lite.main_ppo import load_config
 from verl_lite.trainer.placement import get_placement
 
@@ -13,3 +13,17 @@ def test_slots_count_the_standalone_rollout_pool_too():
     # STANDALONE: 2 rollout servers on a pool of their own, beside the trainer's 2 slots
     standalone = load_config(compose_config("ppo_trainer", ["trainer.n_gpus_per_node=2", *STANDALONE]))
     assert get_placement(standalone).slots(standalone) == 2 + 2
+
+
+def test_a_standalone_run_with_more_servers_than_the_old_default_cpus_trains_on_the_defaults(tmp_path):
+    # 1 policy slot + 4 rollout servers = 5 CPU bundles: the default num_cpus used to count only the
+    # policy's slot (max(4, 1 + 2) = 4), so the rollout pool could never be placed
+    overrides = [
+        *STANDALONE,
+        "actor_rollout_ref.rollout.n_gpus_per_node=4",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "ray_kwargs.ray_init.num_cpus=null",
+        "trainer.total_training_steps=1",
+    ]
+    history = train(tmp_path, *overrides)
+    assert [h["step"] for h in history] == [1]
