@@ -81,6 +81,10 @@ def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_
         *STANDALONE,
         *joining(cluster),
         "actor_rollout_ref.rollout.name=hf_slow",
+        # a server decodes at most 8 of its 16 queued requests at once, so the batch launched second is
+        # still generating when the first one is trained and the weights are synced (partial rollout),
+        # however close together the two launches reach the servers
+        "actor_rollout_ref.rollout.max_num_seqs=8",
         f"trainer.extensions=[{modes}]",
         f"{STALENESS}=1",
         f"{STRATEGY}=wait",

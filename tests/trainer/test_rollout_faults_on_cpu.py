@@ -132,11 +132,12 @@ def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, 
     print(f"\nthe run ended {time.time() - killed['time']:.2f} s after the SIGKILL (Ray shut down included)")
 
 
-SLOW = Path(__file__).resolve().parent / "slow_rollout.py"
-
-
 def test_a_rollout_past_generate_timeout_s_ends_the_run_naming_what_it_waited_for(tmp_path, monkeypatch):
     monkeypatch.setenv("SLOW_ROLLOUT_TOKEN_S", "2")  # 24 tokens: ~50 s per generation
+    # registers hf_slow by importing tests.trainer.slow_rollout, the module other tests of this session
+    # import too (loading the file by path would register a second class under the same name)
+    slow = tmp_path / "slow.py"
+    slow.write_text("import tests.trainer.slow_rollout  # noqa: F401\n")
     start = time.monotonic()
     with pytest.raises(
         Exception,
@@ -146,7 +147,7 @@ def test_a_rollout_past_generate_timeout_s_ends_the_run_naming_what_it_waited_fo
         train(
             tmp_path,
             "trainer.total_training_steps=1",
-            f"trainer.extensions=[{SLOW}]",
+            f"trainer.extensions=[{slow}]",
             f"{ARR}.name=hf_slow",
             f"{ARR}.agent.generate_timeout_s=5",
         )
