@@ -19,6 +19,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "verl_lite"
 CALCULATOR = PACKAGE / "configs" / "tools" / "calculator.yaml"
 AGENT_MODEL = PACKAGE / "assets" / "tiny_agent_model"
 TOOL_DATA = PACKAGE / "assets" / "synthetic_tools"
+# Two steps of the calculator task's rows on its agent model, answered by the scripted policy through the
+# tool agent loop.
+SCRIPTED_CALCULATOR_RUN = [
+    "trainer.total_training_steps=2",
+    f"trainer.extensions=[{POLICY}]",
+    f"{ARR}.model.path={AGENT_MODEL}",
+    f"data.train_files={TOOL_DATA / 'train.parquet'}",
+    "data.default_data_source=synthetic_calc",
+    "data.max_prompt_length=96",
+    f"{ARR}.rollout.name=scripted_calculator",
+    f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
+]
 
 
 def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path, cluster):
@@ -28,15 +40,8 @@ def test_tool_agent_runs_the_calculator_and_trains_on_model_tokens_only(tmp_path
     history = train(
         tmp_path,
         *joining(cluster),
-        "trainer.total_training_steps=2",
-        f"trainer.extensions=[{POLICY}]",
-        f"{ARR}.model.path={AGENT_MODEL}",
-        f"data.train_files={TOOL_DATA / 'train.parquet'}",
+        *SCRIPTED_CALCULATOR_RUN,
         f"data.val_files={TOOL_DATA / 'val.parquet'}",
-        "data.default_data_source=synthetic_calc",
-        "data.max_prompt_length=96",
-        f"{ARR}.rollout.name=scripted_calculator",
-        f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
         f"{ARR}.rollout.multi_turn.tool_config_path={CALCULATOR}",
         f"{ARR}.rollout.multi_turn.format=hermes",
         f"{ARR}.rollout.multi_turn.max_assistant_turns=3",
@@ -75,16 +80,9 @@ def test_a_sync_tool_that_never_returns_times_out_and_the_steps_finish(tmp_path,
     history = train(
         tmp_path,
         *joining(cluster),
-        "trainer.total_training_steps=2",
-        f"trainer.extensions=[{POLICY}]",
-        f"{ARR}.model.path={AGENT_MODEL}",
-        f"data.train_files={TOOL_DATA / 'train.parquet'}",
+        *SCRIPTED_CALCULATOR_RUN,
         "data.val_files=null",
-        "data.default_data_source=synthetic_calc",
-        "data.max_prompt_length=96",
         "data.max_response_length=128",
-        f"{ARR}.rollout.name=scripted_calculator",
-        f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
         f"{ARR}.rollout.agent.generate_timeout_s=120",  # a regression fails naming the rollout, never hangs
         f"{ARR}.rollout.multi_turn.tool_config_path={tools}",
         f"{ARR}.rollout.multi_turn.tool_timeout_s=2",
