@@ -34,11 +34,10 @@ from verl_lite.kv import (
     get_kv_client,
     init_kv_store,
     shutdown_kv_store,
-    trajectory_key,
-    trajectory_tag,
 )
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
+from verl_lite.trajectory import trajectory_key, trajectory_tag
 
 SEQ_LEN = 1024
 BASE_ROWS = 256
@@ -128,7 +127,7 @@ def print_throughput(results: list[dict[str, float]]) -> None:
 
 @ray.remote(num_cpus=0)
 class RolloutWorker:
-    """Writes n trajectories per prompt (the GRPO fields, unpadded) and marks its groups finished."""
+    """Writes n trajectories per prompt (the GRPO fields, unpadded); each tag counts its group's samples."""
 
     def generate(self, uids: list[str], n: int, global_step: int, partition_id: str) -> int:
         client = get_kv_client()
@@ -140,7 +139,7 @@ class RolloutWorker:
                 response = torch.randint(0, 32000, (SEQ_LEN - 256,), generator=g)
                 keys.append(trajectory_key(uid, s))
                 tags.append(
-                    trajectory_tag(uid, "success", len(prompt), len(response), global_step, acc=s % 2)
+                    trajectory_tag(uid, "success", len(prompt), len(response), global_step, n, acc=s % 2)
                 )
                 prompts.append(prompt)
                 responses.append(response)
@@ -159,7 +158,6 @@ class RolloutWorker:
             batch_size=[len(keys)],
         )
         client.kv_batch_put(keys, partition_id, fields=fields, tags=tags)
-        client.kv_update_tags(uids, partition_id, [{"status": "finished"}] * len(uids))
         return len(keys)
 
 
@@ -199,7 +197,7 @@ def bench_controller_bytes(client, prompts: int, n: int) -> dict[str, int]:
     parts = meta.split_by_group(len(train))
     results = ray.get([w.compute_log_prob.remote(p) for w, p in zip(train, parts)])
     crossed += size(parts) + size(results)
-    step_keys = meta.keys + meta.extra_info["group_keys"]
+    step_keys = meta.keys + meta.group_uids()
     client.kv_clear(step_keys, "train")
     crossed += size(step_keys)
     io = client.io_accounting()

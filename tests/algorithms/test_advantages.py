@@ -103,12 +103,14 @@ def test_remax_discounts_the_sample_reward_but_not_the_baseline():
 
 
 def test_each_builtin_estimator_declares_what_the_step_must_produce_for_it():
-    group = EstimatorNeeds(groups=True)
+    # opo weighs by response length and reinforce_plus_plus_baseline whitens over tokens: not sequence-level
+    group, outcome = EstimatorNeeds(groups=True), EstimatorNeeds(groups=True, sequence_level=True)
     expected = {
         "gae": EstimatorNeeds(values=True),
         "remax": EstimatorNeeds(greedy_baseline=True),
         "reinforce_plus_plus": EstimatorNeeds(),
-        **dict.fromkeys(("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg"), group),
+        **dict.fromkeys(("opo", "reinforce_plus_plus_baseline"), group),
+        **dict.fromkeys(("grpo", "rloo", "grpo_passk", "gpg"), outcome),
     }
     assert {name: get_adv_estimator_needs(name) for name in expected} == expected
 

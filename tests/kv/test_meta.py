@@ -4,14 +4,15 @@ import pickle
 
 import pytest
 
-from verl_lite.kv import KVBatchMeta, trajectory_key
+from verl_lite.kv import KVBatchMeta
+from verl_lite.trajectory import trajectory_key
 
 
 def grpo_meta(groups: int, n: int) -> KVBatchMeta:
     keys = [trajectory_key(f"g{g}", s) for g in range(groups) for s in range(n)]
     tags = [{"uid": f"g{g}", "status": "success"} for g in range(groups) for _ in range(n)]
     return KVBatchMeta(
-        keys=keys, tags=tags, partition_id="train", fields=["responses"], extra_info={"step": 3}
+        keys=keys, tags=tags, partition_id="train", fields=["responses"], global_step=3, samples_per_prompt=n
     )
 
 
@@ -20,7 +21,7 @@ def test_chunk_returns_exactly_n_contiguous_parts_that_differ_by_at_most_one():
     parts = meta.chunk(3)
     assert [len(p) for p in parts] == [2, 2, 1]
     assert [len(p) for p in grpo_meta(2, 1).chunk(4)] == [1, 1, 0, 0]  # empty parts allowed
-    assert all(p.extra_info == {"step": 3} and p.partition_id == "train" for p in parts)
+    assert all(p.global_step == 3 and p.samples_per_prompt == 1 and p.partition_id == "train" for p in parts)
     assert KVBatchMeta.concat(parts).keys == meta.keys
 
 
@@ -35,7 +36,8 @@ def test_split_by_group_never_splits_a_uid_and_balances_rows():
     meta = grpo_meta(groups=6, n=4)  # 24 rows in groups of 4
     parts = meta.split_by_group(3)
     assert [len(p) for p in parts] == [8, 8, 8]
-    seen = [set(p.group_ids()) for p in parts]
+    seen = [set(p.group_uids()) for p in parts]
+    assert [p.group_uids() for p in parts] == [["g0", "g1"], ["g2", "g3"], ["g4", "g5"]]
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1 :])
     assert KVBatchMeta.concat(parts).keys == meta.keys
 

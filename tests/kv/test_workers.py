@@ -6,8 +6,9 @@ import ray
 import torch
 from tensordict import TensorDict
 
-from verl_lite.kv import get_kv_client, trajectory_key
+from verl_lite.kv import get_kv_client
 from verl_lite.protocol import to_jagged
+from verl_lite.trajectory import trajectory_key
 
 
 def rows_of(worker: int, n: int) -> TensorDict:

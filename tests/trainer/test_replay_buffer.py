@@ -8,9 +8,10 @@ import torch
 from tensordict import TensorDict
 
 from tests.conftest import start_local_ray
-from verl_lite.kv import init_kv_store, shutdown_kv_store, trajectory_key, trajectory_tag
+from verl_lite.kv import init_kv_store, shutdown_kv_store
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
+from verl_lite.trajectory import trajectory_key, trajectory_tag
 
 FAST = {"timeout_s": 5.0, "poll_interval_s": 0.02}
 
@@ -29,13 +30,16 @@ def part(client, request):
     client.kv_clear(None, request.node.name)
 
 
-def roll_out(client, part, uid, accs, status="finished", step=0, fields=False):
-    """What rollout workers do: write the group's trajectories, then set the marker's status."""
+def roll_out(client, part, uid, accs, failed=None, step=0, fields=False, samples=None):
+    """What rollout workers do: write the group's trajectories (of ``samples``, default all of them), the
+    last one failed to score with the error ``failed`` when given."""
+    samples = samples or len(accs)
     keys = [trajectory_key(uid, s) for s in range(len(accs))]
-    tags = [trajectory_tag(uid, "success", 3, 5, step, acc=a) for a in accs]
+    tags = [trajectory_tag(uid, "success", 3, 5, step, samples, acc=a) for a in accs]
+    if failed:
+        tags[-1] = trajectory_tag(uid, "failure", 3, 5, step, samples, acc=accs[-1], error=failed)
     td = TensorDict({"responses": to_jagged([torch.arange(s + 1) for s in range(len(accs))])}, [len(accs)])
     client.kv_batch_put(keys, part, fields=td if fields else None, tags=tags)
-    client.kv_update_tags([uid], part, [{"status": status}])
 
 
 def test_sample_returns_the_oldest_whole_groups_first(client, part):
@@ -44,11 +48,11 @@ def test_sample_returns_the_oldest_whole_groups_first(client, part):
         buffer.add_groups([uid], global_steps=step, partition_id=part)
         roll_out(client, part, uid, [0, 1, 1])
     meta, _ = buffer.sample(global_step=3, partition_id=part, batch_size=2)
-    assert meta.extra_info["uids"] == ["a", "b"]
+    assert meta.group_uids() == ["a", "b"]
     assert meta.keys == ["a_0_0", "a_1_0", "a_2_0", "b_0_0", "b_1_0", "b_2_0"]
     assert [t["uid"] for t in meta.tags] == ["a"] * 3 + ["b"] * 3
     meta2, _ = buffer.sample(global_step=3, partition_id=part, batch_size=1)
-    assert meta2.extra_info["uids"] == ["c"]  # a sampled group is never handed out twice
+    assert meta2.group_uids() == ["c"]  # a sampled group is never handed out twice
 
 
 def test_sample_blocks_until_enough_groups_have_finished(client, part):
@@ -61,15 +65,15 @@ def test_sample_blocks_until_enough_groups_have_finished(client, part):
     meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=2)
     late.join()
     assert time.monotonic() - start >= 0.4 and metrics["replay_buffer/wait_s"] >= 0.4
-    assert meta.extra_info["uids"] == ["x", "y"]
+    assert meta.group_uids() == ["x", "y"]
 
 
 def test_timeout_error_counts_pending_running_finished_and_failed_groups(client, part):
     buffer = ReplayBuffer(ReplayBufferConfig(timeout_s=0.3, poll_interval_s=0.02), client=client)
     buffer.add_groups(["p", "r", "f", "x"], global_steps=0, partition_id=part)
-    client.kv_update_tags(["r"], part, [{"status": "running"}])
+    roll_out(client, part, "r", [1], samples=2)
     roll_out(client, part, "f", [1, 0])
-    roll_out(client, part, "x", [1], status="failure")
+    roll_out(client, part, "x", [1], failed="ValueError")
     with pytest.raises(TimeoutError) as err:
         buffer.sample(global_step=0, partition_id=part, batch_size=3)
     assert "waited 0.3s at global step 0 for 3 finished group(s)" in str(err.value)
@@ -82,9 +86,9 @@ def test_failed_groups_are_evicted_and_refilled(client, part):
     buffer.refill_fn = lambda k: refills.append(k) or buffer.add_groups([f"new{len(refills)}"], 0, part)
     buffer.add_groups(["ok", "bad"], global_steps=0, partition_id=part)
     roll_out(client, part, "ok", [0, 1])
-    roll_out(client, part, "bad", [0, 1], status="failure")
+    roll_out(client, part, "bad", [0, 1], failed="ValueError")
     meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=1)
-    assert meta.extra_info["uids"] == ["ok"] and metrics["rollout_failure/evicted"] == 1.0
+    assert meta.group_uids() == ["ok"] and metrics["rollout_failure/evicted"] == 1.0
     assert refills == [1]
     assert sorted(client.kv_list(part)[part]) == ["new1", "ok", "ok_0_0", "ok_1_0"]  # "bad" keys cleared
 
@@ -97,7 +101,7 @@ def test_filter_groups_evicts_zero_variance_groups_and_asks_for_replacements(cli
     roll_out(client, part, "same", [1, 1, 1, 1])  # std 0: no learning signal
     roll_out(client, part, "mixed", [0, 1, 0, 1])
     meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=1)
-    assert meta.extra_info["uids"] == ["mixed"]
+    assert meta.group_uids() == ["mixed"]
     assert metrics["filter_groups/evicted"] == 1.0 and refills == [1]
     assert "same" not in client.kv_list(part)[part]
 
@@ -139,7 +143,7 @@ def test_exhausted_refills_still_wait_for_groups_in_flight(client, part):
     late.start()
     meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=2)  # 1 kept + 1 in flight
     late.join()
-    assert meta.extra_info["uids"] == ["mixed", "refilled"] and metrics["filter_groups/evicted"] == 1.0
+    assert meta.group_uids() == ["mixed", "refilled"] and metrics["filter_groups/evicted"] == 1.0
 
 
 def test_refills_stop_after_max_refill_batches_naming_the_evictions(client, part):
@@ -151,13 +155,12 @@ def test_refills_stop_after_max_refill_batches_naming_the_evictions(client, part
         for _ in range(k):
             refills.append(f"new{len(refills)}")
             buffer.add_groups([refills[-1]], 0, part, tags=[{"data_source": "math"}])
-            roll_out(client, part, refills[-1], [0, 1], status="failure")
-            client.kv_update_tags([refills[-1]], part, [{"error": "KeyError: 'answer'"}])
+            roll_out(client, part, refills[-1], [0, 1], failed="KeyError: 'answer'")
 
     buffer.refill_fn = refill
     buffer.add_groups(["a", "b"], global_steps=0, partition_id=part)
-    roll_out(client, part, "a", [0, 1], status="failure")
-    roll_out(client, part, "b", [0, 1], status="failure")
+    roll_out(client, part, "a", [0, 1], failed="KeyError: 'answer'")
+    roll_out(client, part, "b", [0, 1], failed="KeyError: 'answer'")
     start = time.monotonic()
     with pytest.raises(RuntimeError) as err:
         buffer.sample(global_step=0, partition_id=part, batch_size=2)
@@ -177,8 +180,7 @@ def test_a_window_of_scoring_failures_stops_sample_with_the_scorers_message(clie
     buffer.add_groups(uids, 0, part, tags=[{"data_source": "gsm8k"}] * 4)
     roll_out(client, part, "g0", [0, 1])
     for uid in uids[1:]:  # 3 of 4 = 0.75 failed: the bound is reached
-        roll_out(client, part, uid, [0, 1], status="failure")
-        client.kv_update_tags([uid], part, [{"error": "RuntimeError: judge offline"}])
+        roll_out(client, part, uid, [0, 1], failed="RuntimeError: judge offline")
     with pytest.raises(RuntimeError) as err:
         buffer.sample(global_step=5, partition_id=part, batch_size=4)
     assert (
@@ -194,10 +196,10 @@ def test_fewer_failures_than_the_fraction_only_evict(client, part):
     buffer.add_groups(["g0", "g1", "g2", "g3"], 0, part)
     roll_out(client, part, "g0", [0, 1])
     roll_out(client, part, "g1", [1, 0])
-    roll_out(client, part, "g2", [0, 1], status="failure")  # 2 of 4 failed: 0.5 < 0.75
-    roll_out(client, part, "g3", [0, 1], status="failure")
+    roll_out(client, part, "g2", [0, 1], failed="ValueError")  # 2 of 4 failed: 0.5 < 0.75
+    roll_out(client, part, "g3", [0, 1], failed="ValueError")
     meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=2)
-    assert meta.extra_info["uids"] == ["g0", "g1"] and metrics["rollout_failure/evicted"] == 2.0
+    assert meta.group_uids() == ["g0", "g1"] and metrics["rollout_failure/evicted"] == 2.0
 
 
 def test_a_long_wait_prints_what_it_waits_for(client, part, capsys):
@@ -205,7 +207,7 @@ def test_a_long_wait_prints_what_it_waits_for(client, part, capsys):
     buffer = ReplayBuffer(cfg, client=client)
     buffer.add_groups(["done", "slow", "queued"], 0, part)
     roll_out(client, part, "done", [0, 1])
-    client.kv_update_tags(["slow"], part, [{"status": "running"}])
+    roll_out(client, part, "slow", [1], samples=2)
     with pytest.raises(TimeoutError):
         buffer.sample(global_step=2, partition_id=part, batch_size=3)
     lines = capsys.readouterr().out.splitlines()
@@ -253,8 +255,8 @@ def test_drop_strategy_evicts_groups_older_than_the_threshold_and_refills(client
     roll_out(client, part, "old", [0, 1])
     roll_out(client, part, "recent", [0, 1])
     meta, metrics = buffer.sample(global_step=5, partition_id=part, batch_size=1)  # staleness 5 > 2, 1 <= 2
-    assert meta.extra_info["uids"] == ["recent"] and metrics["off_policy/evicted"] == 1.0 and refills == [1]
-    late = trajectory_tag("old", "success", 3, 5, 0, acc=1)
+    assert meta.group_uids() == ["recent"] and metrics["off_policy/evicted"] == 1.0 and refills == [1]
+    late = trajectory_tag("old", "success", 3, 5, 0, 2, acc=1)
     client.kv_batch_put(["old_0_0"], part, tags=[late])  # a rollout still finishing the dropped group
     buffer.group_counts(part)  # the next read of the tags clears it
     assert "old_0_0" not in client.kv_list(part)[part]
@@ -267,7 +269,7 @@ def test_wait_strategy_holds_sampling_while_an_in_flight_group_is_too_old(client
     buffer = ReplayBuffer(cfg, client=client)
     buffer.add_groups(["slow"], global_steps=2, partition_id=part)
     buffer.add_groups(["fresh"], global_steps=4, partition_id=part)
-    client.kv_update_tags(["slow"], part, [{"status": "running"}])
+    roll_out(client, part, "slow", [1], samples=2)
     roll_out(client, part, "fresh", [0, 1])
     with pytest.raises(
         TimeoutError, match=r"held while 1 in-flight group\(s\) are older than max_off_policy_threshold=2"
@@ -275,7 +277,7 @@ def test_wait_strategy_holds_sampling_while_an_in_flight_group_is_too_old(client
         buffer.sample(global_step=5, partition_id=part, batch_size=1)
     roll_out(client, part, "slow", [1, 0])  # once it lands it is kept (not dropped) and sampled first
     meta, metrics = buffer.sample(global_step=5, partition_id=part, batch_size=1)
-    assert meta.extra_info["uids"] == ["slow"] and metrics["off_policy/evicted"] == 0.0
+    assert meta.group_uids() == ["slow"] and metrics["off_policy/evicted"] == 0.0
 
 
 def test_state_dict_round_trip_restores_groups_fields_and_requeues_running_ones(client, part):
@@ -284,7 +286,7 @@ def test_state_dict_round_trip_restores_groups_fields_and_requeues_running_ones(
     roll_out(client, part, "done", [0, 1], fields=True)
     roll_out(client, part, "taken", [1, 0])
     buffer.sample(global_step=1, partition_id=part, batch_size=1)  # takes "done" (oldest by seq)
-    roll_out(client, part, "busy", [1], status="running")  # a partial rollout in flight
+    roll_out(client, part, "busy", [1], samples=2)  # a partial rollout in flight
     state = buffer.state_dict()
     client.kv_clear(None, part)  # the old run's store is gone
     resumed = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
@@ -294,5 +296,5 @@ def test_state_dict_round_trip_restores_groups_fields_and_requeues_running_ones(
     back = client.kv_batch_get(["done_0_0", "done_1_0"], part)
     assert back["responses"].offsets().diff().tolist() == [1, 2]
     meta, _ = resumed.sample(global_step=2, partition_id=part, batch_size=1)
-    assert meta.extra_info["uids"] == ["taken"]  # "done" was already handed out before the checkpoint
+    assert meta.group_uids() == ["taken"]  # "done" was already handed out before the checkpoint
     assert resumed.add_groups(["next"], 2, part).tags[0]["seq"] == 4

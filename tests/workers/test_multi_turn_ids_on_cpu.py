@@ -24,8 +24,9 @@ from transformers import AutoTokenizer
 from tests.workers.helpers import actor_config, release
 from tests.workers.probes import InspectableRollout
 from verl_lite.data.rl_dataset import RLHFDataset
-from verl_lite.kv import KVBatchMeta, trajectory_key
+from verl_lite.kv import KVBatchMeta
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl_lite.trajectory import trajectory_key
 from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.manager import AgentLoopManager
 from verl_lite.workers.agent_loop.worker import prompt_rows

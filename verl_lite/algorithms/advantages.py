@@ -76,6 +76,9 @@ class EstimatorNeeds:
     # reward_baselines=(batch,): the reward-manager score of one greedy (temperature 0) response to
     # each row's prompt; the rollout then decodes and scores that response too (ReMax).
     greedy_baseline: bool = False
+    # One advantage per response, from its score and its group's scores alone (not its length or tokens):
+    # the controller computes it from the trajectories' tags, with no worker call.
+    sequence_level: bool = False
 
 
 def register_adv_est(name: str, needs: EstimatorNeeds | None = None):

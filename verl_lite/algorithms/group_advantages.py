@@ -27,8 +27,9 @@ from .advantages import EstimatorNeeds, register_adv_est
 from .config import config_get
 from .token_stats import masked_whiten
 
-# Every estimator here compares the samples of one prompt.
+# Every estimator here compares the samples of one prompt; most need only each sample's score.
 GROUP = EstimatorNeeds(groups=True)
+OUTCOME = EstimatorNeeds(groups=True, sequence_level=True)
 
 __all__ = ["compute_grpo_outcome_advantage", "group_ids", "sequence_scores"]
 
@@ -139,7 +140,7 @@ def compute_grpo_outcome_advantage(
     return advantages, advantages
 
 
-@register_adv_est("grpo", needs=GROUP)
+@register_adv_est("grpo", needs=OUTCOME)
 def compute_grpo_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,7 +154,7 @@ def compute_grpo_advantages(
     )
 
 
-@register_adv_est("rloo", needs=GROUP)
+@register_adv_est("rloo", needs=OUTCOME)
 @torch.no_grad()
 def compute_rloo_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
@@ -211,7 +212,7 @@ def compute_opo_advantages(
     return advantages, advantages
 
 
-@register_adv_est("grpo_passk", needs=GROUP)
+@register_adv_est("grpo_passk", needs=OUTCOME)
 @torch.no_grad()
 def compute_grpo_passk_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
@@ -246,7 +247,7 @@ def compute_grpo_passk_advantages(
     return advantages, advantages
 
 
-@register_adv_est("gpg", needs=GROUP)
+@register_adv_est("gpg", needs=OUTCOME)
 @torch.no_grad()
 def compute_gpg_advantages(
     *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras

@@ -20,8 +20,6 @@ _LAZY = {
         "client": "KVClient",
         "config": "KVStoreConfig",
         "errors": "KVStoreError KVKeyError KVFieldError KVSchemaError KVStoreClosedError",
-        "keys": "PENDING RUNNING FINISHED FAILURE GROUP_STATUSES group_of group_tag parse_trajectory_key "
-        "trajectory_key trajectory_tag",
         "meta": "KVBatchMeta",
         "store": "init_kv_store get_kv_client shutdown_kv_store",
     }.items()

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
-from verl_lite.kv.keys import group_of
+from verl_lite.trajectory import group_of
 
 
 @dataclass
@@ -26,8 +25,10 @@ class KVBatchMeta:
     """Partition the keys live in."""
     fields: list[str] = field(default_factory=list)
     """Field names every key holds (as far as the producer of this meta knows)."""
-    extra_info: dict[str, Any] = field(default_factory=dict)
-    """Batch-level metadata (global step, group keys); copied into every split part."""
+    global_step: int = 0
+    """The step the batch belongs to: the one its prompts were submitted for, or the one training on it."""
+    samples_per_prompt: int = 1
+    """Trajectories per prompt group (``rollout.n``), which mini-batches keep together."""
     stats: dict[str, float] = field(default_factory=dict)
     """What the worker that produced this meta measured, as ``name/sum|count|max|min`` entries: the one way
     data methods hand back metrics. ``concat`` adds sums and counts and keeps the extremes; split parts
@@ -44,15 +45,20 @@ class KVBatchMeta:
         return len(self.keys)
 
     def select(self, indices: Sequence[int]) -> KVBatchMeta:
-        """Rows at ``indices`` (in that order), with the same partition, fields and extra info."""
+        """Rows at ``indices`` (in that order), with the same partition, fields, step and samples per prompt."""
         indices = [int(i) for i in indices]
         return KVBatchMeta(
             keys=[self.keys[i] for i in indices],
             tags=[self.tags[i] for i in indices] if indices else [],
             partition_id=self.partition_id,
             fields=self.fields,
-            extra_info=dict(self.extra_info),
+            global_step=self.global_step,
+            samples_per_prompt=self.samples_per_prompt,
         )
+
+    def with_fields(self, names: Sequence[str]) -> KVBatchMeta:
+        """The same rows, now also holding fields ``names`` (no stats: the caller reports its own)."""
+        return replace(self, fields=sorted(set(self.fields) | set(names)), stats={})
 
     def chunk(self, n: int) -> list[KVBatchMeta]:
         """Exactly ``n`` contiguous parts whose sizes differ by at most one (some may be empty)."""
@@ -65,6 +71,10 @@ class KVBatchMeta:
     def group_ids(self) -> list[str]:
         """Group id of every row (tag ``uid``, else the key prefix before the first ``_``)."""
         return [group_of(key, tag) for key, tag in zip(self.keys, self.tags)]
+
+    def group_uids(self) -> list[str]:
+        """The distinct group ids, in the order of their first row."""
+        return list(dict.fromkeys(self.group_ids()))
 
     def split_by_group(self, n: int) -> list[KVBatchMeta]:
         """Exactly ``n`` parts that never split a group, balanced by row count.
@@ -85,7 +95,7 @@ class KVBatchMeta:
 
     @classmethod
     def concat(cls, metas: Sequence[KVBatchMeta]) -> KVBatchMeta:
-        """Join metas of one partition in order; fields = those held by every part, extra info merged."""
+        """Join metas of one partition in order; fields = those held by every part, step and samples of the first."""
         metas = [m for m in metas if m is not None]
         if not metas:
             raise ValueError("KVBatchMeta.concat: got no metas to concatenate.")
@@ -96,16 +106,13 @@ class KVBatchMeta:
             )
         non_empty = [m for m in metas if len(m)] or metas[:1]
         fields = [f for f in non_empty[0].fields if all(f in m.fields for m in non_empty[1:])]
-        extra: dict[str, Any] = {}
-        for m in metas:
-            for key, value in m.extra_info.items():
-                extra.setdefault(key, value)
         return cls(
             keys=[k for m in metas for k in m.keys],
             tags=[t for m in metas for t in m.tags],
             partition_id=metas[0].partition_id,
             fields=fields,
-            extra_info=extra,
+            global_step=metas[0].global_step,
+            samples_per_prompt=metas[0].samples_per_prompt,
             stats=merge_stats(m.stats for m in metas),
         )
 

@@ -70,24 +70,18 @@ def compute_shard_advantages(
     if "reward_baselines" in td.keys():
         extras["reward_baselines"] = td.get("reward_baselines").reshape(-1).float()
         stats.update(stat_entries("critic/remax_baseline", extras["reward_baselines"]))
-    estimator = get_adv_estimator_fn(algorithm.adv_estimator)
-    advantages, returns = estimator(
-        token_level_rewards=rewards,
-        response_mask=mask,
-        index=uids,
-        values=values,
-        gamma=algorithm.gamma,
-        lam=algorithm.lam,
-        config=algorithm,
-        **extras,
-    )
+    advantages, returns = _estimate(algorithm, rewards, mask, uids, values, extras)
     valid = mask.bool()
-    stats.update(stat_entries("critic/score", (scores * mask).sum(dim=1)))
-    stats.update(stat_entries("critic/rewards", (rewards * mask).sum(dim=1)))
-    stats.update(stat_entries("critic/advantages", advantages[valid]))
-    stats.update(stat_entries("critic/returns", returns[valid]))
-    stats.update(stat_entries("response_length", lengths.float()))
-    stats.update(stat_entries("prompt_length", td.get("prompts").offsets().diff().float()))
+    stats.update(
+        _step_stats(
+            (scores * mask).sum(dim=1),
+            (rewards * mask).sum(dim=1),
+            advantages[valid],
+            returns[valid],
+            lengths,
+            td.get("prompts").offsets().diff(),
+        )
+    )
     if values is not None:
         stats.update(stat_entries("critic/values", values[valid]))
         residual, target = (returns - values)[valid].double(), returns[valid].double()
@@ -104,3 +98,56 @@ def compute_shard_advantages(
         "returns": unpad_rows(returns.float(), lengths_list),
     }
     return fields, stats
+
+
+def advantages_from_tags(
+    tags: list[dict], uids: list[str], algorithm: Any
+) -> tuple[list[float], dict[str, float]]:
+    """One advantage per trajectory for a ``sequence_level`` estimator, from the tags alone.
+
+    Each tag gives the trajectory's ``score``, ``sampled_len`` (tokens the model sampled),
+    ``response_len`` and ``prompt_len``. The estimator sees each response as one token holding its
+    score (float32, as the stored ``token_level_scores`` are), which is what a sequence-level
+    estimator reduces the tokens to; the statistics are the ones :func:`compute_shard_advantages`
+    reports, each advantage counted once per sampled token.
+    """
+    sampled = torch.tensor([int(t["sampled_len"]) for t in tags])
+    mask = (sampled > 0).float().unsqueeze(-1)
+    scores = torch.tensor([float(t["score"]) for t in tags], dtype=torch.float32).unsqueeze(-1) * mask
+    advantages, returns = _estimate(algorithm, scores, mask, uids, None, {})
+    stats = _step_stats(
+        scores[:, 0],
+        scores[:, 0],
+        advantages[:, 0].repeat_interleave(sampled),
+        returns[:, 0].repeat_interleave(sampled),
+        torch.tensor([t["response_len"] for t in tags]),
+        torch.tensor([t["prompt_len"] for t in tags]),
+    )
+    return advantages[:, 0].tolist(), stats
+
+
+def _estimate(algorithm: Any, rewards, mask, uids: list[str], values, extras: dict):
+    """``(advantages, returns)`` of the configured estimator."""
+    return get_adv_estimator_fn(algorithm.adv_estimator)(
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=uids,
+        values=values,
+        gamma=algorithm.gamma,
+        lam=algorithm.lam,
+        config=algorithm,
+        **extras,
+    )
+
+
+def _step_stats(scores, rewards, token_advantages, token_returns, response_lengths, prompt_lengths) -> dict:
+    """The statistics every advantage computation reports: per-sequence scores and rewards, per-token
+    advantages and returns, and the lengths."""
+    return {
+        **stat_entries("critic/score", scores),
+        **stat_entries("critic/rewards", rewards),
+        **stat_entries("critic/advantages", token_advantages),
+        **stat_entries("critic/returns", token_returns),
+        **stat_entries("response_length", response_lengths.float()),
+        **stat_entries("prompt_length", prompt_lengths.float()),
+    }

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from tensordict import TensorDictBase
 
+from verl_lite.kv import KVBatchMeta
 from verl_lite.workers.config import UpdateBatchingConfig
 from verl_lite.workers.sequences import build_model_inputs, split_micro_batches
 
@@ -92,19 +92,18 @@ def mini_batches(num_rows: int, mini_batch_size: int, shuffle: bool, seed: int) 
 
 
 def update_passes(
-    batch: RowBatch, cfg: UpdateBatchingConfig, extra_info: dict[str, Any], dp_size: int
+    batch: RowBatch, cfg: UpdateBatchingConfig, meta: KVBatchMeta, dp_size: int
 ) -> Iterator[tuple[list[dict[str, torch.Tensor]], dict[str, float]]]:
     """The micro-batches of each optimizer step of a PPO-style update, with the loss-aggregation counts.
 
     ``cfg`` (the actor's or the critic's section) gives ``ppo_epochs``, ``ppo_mini_batch_size`` (in prompts; each
-    prompt brought ``extra_info["samples_per_prompt"]`` trajectories), ``shuffle`` (seeded by
-    ``extra_info["global_steps"]`` and the epoch) and the micro-batch size or token budget. Yields one
+    prompt brought ``meta.samples_per_prompt`` trajectories), ``shuffle`` (seeded by ``meta.global_step``
+    and the epoch) and the micro-batch size or token budget. Yields one
     ``(micro_batches, agg)`` per mini-batch; ``agg`` holds the global token/sequence counts and
     ``dp_size`` that ``agg_loss`` expects.
     """
-    samples = int(extra_info.get("samples_per_prompt", 1))
-    local_mini = max(1, cfg.ppo_mini_batch_size * samples // dp_size)
-    step = int(extra_info.get("global_steps", 0))
+    local_mini = max(1, cfg.ppo_mini_batch_size * meta.samples_per_prompt // dp_size)
+    step = meta.global_step
     budget = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
     for epoch in range(cfg.ppo_epochs):
         for rows in mini_batches(len(batch), local_mini, cfg.shuffle, seed=step * 1000 + epoch):

@@ -7,11 +7,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from tensordict import TensorDict
 
 from verl_lite.algorithms import compute_value_loss, masked_mean
 from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
+from verl_lite.trajectory import read_columns, write_columns
 from verl_lite.utils.config import from_config
 from verl_lite.workers.batching import RowBatch, mean_metrics, update_passes
 from verl_lite.workers.config import CriticWorkerConfig
@@ -52,9 +52,7 @@ class CriticWorker(Worker):
         self.engine.load_checkpoint(path)
 
     def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
-        return RowBatch(
-            self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=fields), self.pad_token_id
-        )
+        return RowBatch(read_columns(self.kv, meta, fields), self.pad_token_id)
 
     @register(dispatch_mode=make_nd_dispatch("critic"))
     @torch.no_grad()
@@ -71,14 +69,8 @@ class CriticWorker(Worker):
         width = max(r.numel() for r in rows)
         padded = torch.stack([torch.nn.functional.pad(r, (0, width - r.numel())) for r in rows])
         jagged = unpad_rows(padded, batch.response_lengths())
-        self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=TensorDict({"values": jagged}, [len(meta)]))
-        return KVBatchMeta(
-            keys=meta.keys,
-            tags=meta.tags,
-            partition_id=meta.partition_id,
-            fields=sorted(set(meta.fields) | {"values"}),
-            extra_info=meta.extra_info,
-        )
+        write_columns(self.kv, meta.keys, meta.partition_id, {"values": jagged})
+        return meta.with_fields(["values"])
 
     @register(dispatch_mode=make_nd_dispatch("critic"))
     def update_critic(self, meta: KVBatchMeta) -> dict[str, float]:
@@ -88,7 +80,7 @@ class CriticWorker(Worker):
         batch = self._read(meta, ["prompts", "responses", *masked, "values", "returns"])
         dp_size = dist.get_world_size()
         history = []
-        for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):
+        for micro, agg in update_passes(batch, cfg, meta, dp_size):
             metrics = [self.engine.forward_backward(mb, self._value_loss(agg)) for mb in micro]
             step_metrics = mean_metrics(metrics)
             step_metrics["vf_loss"] = sum(m["vf_loss"] for m in metrics) / dp_size

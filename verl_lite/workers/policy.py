@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from tensordict import TensorDict
 
 from verl_lite.algorithms import (
     PolicyLossConfig,
@@ -26,6 +25,7 @@ from verl_lite.algorithms import (
 from verl_lite.checkpoint_engine import get_checkpoint_engine
 from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
+from verl_lite.trajectory import read_columns, write_columns
 from verl_lite.utils.config import from_config
 from verl_lite.workers.advantage import compute_shard_advantages, stat_entries
 from verl_lite.workers.batching import RowBatch, mean_metrics, rows_of, update_passes
@@ -34,8 +34,6 @@ from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
 
 ROLES = ("actor", "ref")
-# Fields every stored trajectory holds (token_level_scores only with a reward manager).
-TRAJECTORY_FIELDS = ("prompts", "responses", "response_mask", "rollout_log_probs", "token_level_scores")
 # compute_log_prob's stats entry: |p_actor - p_rollout| of the sampled model tokens.
 PROBS_DIFF = "training/rollout_probs_diff"
 # compute_log_prob's stats entries of the off-policy correction: the weights of trained tokens, whether a
@@ -89,8 +87,7 @@ class PolicyWorker(Worker):
 
     # ---- scoring --------------------------------------------------------------------------------
     def _read(self, meta: KVBatchMeta, fields: list[str]) -> RowBatch:
-        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=fields)
-        return RowBatch(td, self.pad_token_id)
+        return RowBatch(read_columns(self.kv, meta, fields), self.pad_token_id)
 
     @torch.no_grad()
     def _score(
@@ -125,12 +122,12 @@ class PolicyWorker(Worker):
         cfg = self.config.rollout
         budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
         out, _ = self._score(self.actor, meta, True, cfg.log_prob_micro_batch_size_per_gpu, budget)
-        fields = TensorDict({"old_log_probs": out["lp"], "entropy": out["entropy"]}, batch_size=[len(meta)])
+        fields = {"old_log_probs": out["lp"], "entropy": out["entropy"]}
         stats = {}
         if "rollout_log_probs" in meta.fields and len(meta):
             masked = "response_mask" in meta.fields
             wanted = ["rollout_log_probs", "response_mask"] if masked else ["rollout_log_probs"]
-            td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+            td = read_columns(self.kv, meta, wanted)
             diff = (out["lp"].values().exp() - td["rollout_log_probs"].values().exp()).abs()
             if masked:  # tool/observation tokens were not sampled by the rollout
                 diff = diff[td["response_mask"].values().bool()]
@@ -143,7 +140,7 @@ class PolicyWorker(Worker):
         return result
 
     @staticmethod
-    def _correct(fields: TensorDict, out: dict, td, config: RolloutCorrectionConfig) -> dict[str, float]:
+    def _correct(fields: dict, out: dict, td, config: RolloutCorrectionConfig) -> dict[str, float]:
         """Add ``rollout_is_weights`` / ``rollout_rs_mask`` to ``fields`` from the old log-probs ``out["lp"]``
         and ``td``'s ``rollout_log_probs`` (and ``response_mask``); returns their stats."""
         old = rows_of(out, "lp")
@@ -156,8 +153,8 @@ class PolicyWorker(Worker):
         padded = [_stack_rows([row.to(torch.float32) for row in rows]) for rows in (old, rollout, sampled)]
         lengths = [int(row.numel()) for row in old]
         weights, kept, clipped = compute_rollout_correction(*padded, config)
-        fields.set("rollout_is_weights", unpad_rows(weights, lengths))
-        fields.set("rollout_rs_mask", unpad_rows(kept, lengths))
+        fields["rollout_is_weights"] = unpad_rows(weights, lengths)
+        fields["rollout_rs_mask"] = unpad_rows(kept, lengths)
         sampled_rows = padded[2].sum(-1) > 0
         rejected = (kept.sum(-1) == 0) & sampled_rows
         stats = stat_entries(IS_WEIGHT, weights[kept.bool()])
@@ -175,18 +172,12 @@ class PolicyWorker(Worker):
         else:
             with self.actor.adapters_disabled():
                 out, _ = self._score(self.actor, meta, False, cfg.log_prob_micro_batch_size_per_gpu, budget)
-        return self._write(meta, TensorDict({"ref_log_prob": out["lp"]}, batch_size=[len(meta)]))
+        return self._write(meta, {"ref_log_prob": out["lp"]})
 
-    def _write(self, meta: KVBatchMeta, fields: TensorDict) -> KVBatchMeta:
+    def _write(self, meta: KVBatchMeta, fields: dict) -> KVBatchMeta:
         if len(meta):
-            self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=fields)
-        return KVBatchMeta(
-            keys=meta.keys,
-            tags=meta.tags,
-            partition_id=meta.partition_id,
-            fields=sorted(set(meta.fields) | set(fields.keys())),
-            extra_info=meta.extra_info,
-        )
+            write_columns(self.kv, meta.keys, meta.partition_id, fields)
+        return meta.with_fields(fields)
 
     @register(dispatch_mode=Dispatch.RANK_ZERO, execute_mode=Execute.RANK_ZERO)
     def compute_advantage(self, meta: KVBatchMeta, algorithm: Any, kl_coef: float = 0.0) -> dict[str, float]:
@@ -206,10 +197,9 @@ class PolicyWorker(Worker):
             wanted.append("values")
         if get_adv_estimator_needs(algorithm.adv_estimator).greedy_baseline:
             wanted.append("reward_baselines")
-        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
-        uids = [tag.get("uid", key.rsplit("_", 2)[0]) for key, tag in zip(meta.keys, meta.tags)]
-        fields, stats = compute_shard_advantages(td, uids, algorithm, kl_coef)
-        self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=TensorDict(fields, batch_size=[len(meta)]))
+        td = read_columns(self.kv, meta, wanted)
+        fields, stats = compute_shard_advantages(td, meta.group_ids(), algorithm, kl_coef)
+        write_columns(self.kv, meta.keys, meta.partition_id, fields)
         return stats
 
     # ---- PPO update -----------------------------------------------------------------------------
@@ -218,8 +208,9 @@ class PolicyWorker(Worker):
         """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns mean metrics."""
         cfg = self.config.actor
         # Without old_log_probs (one on-policy pass) the update's own detached log-probs stand in.
-        fields = ["prompts", "responses", "advantages"]
+        fields = ["prompts", "responses"]
         optional = (
+            "advantages",
             "response_mask",
             "old_log_probs",
             "rollout_log_probs",
@@ -230,13 +221,18 @@ class PolicyWorker(Worker):
         if cfg.use_kl_loss:
             fields.append("ref_log_prob")
         batch = self._read(meta, fields)
+        if "advantages" not in meta.fields:  # a sequence-level estimator's, one per trajectory's tag
+            batch.extra["advantages"] = [
+                torch.full((n,), float(tag["advantage"]))
+                for n, tag in zip(batch.response_lengths(), meta.tags)
+            ]
         dp_size = dist.get_world_size()
         loss_fn = get_policy_loss_fn(cfg.policy_loss)
         loss_config = PolicyLossConfig.from_any(cfg)
         # Dr. GRPO's constant T: one number for every micro-batch, never a micro-batch's padded width
         norm_length = cfg.loss_scale_factor or self.config.rollout.response_length
         history: list[dict[str, float]] = []
-        for micro, agg in update_passes(batch, cfg, meta.extra_info, dp_size):
+        for micro, agg in update_passes(batch, cfg, meta, dp_size):
             agg = {**agg, "norm_length": norm_length}
             mb_metrics = [
                 self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg)) for mb in micro
@@ -326,4 +322,4 @@ def _stack_rows(rows: list[torch.Tensor]) -> torch.Tensor:
     return out
 
 
-__all__ = ["IS_CLIPPED", "IS_WEIGHT", "PROBS_DIFF", "RS_REJECTED", "TRAJECTORY_FIELDS", "PolicyWorker"]
+__all__ = ["IS_CLIPPED", "IS_WEIGHT", "PROBS_DIFF", "RS_REJECTED", "PolicyWorker"]

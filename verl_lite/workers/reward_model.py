@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDict
 
 from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.protocol import padded_from_jagged, to_jagged
 from verl_lite.single_controller import Dispatch, Worker, register
+from verl_lite.trajectory import read_columns, write_columns
 from verl_lite.workers.advantage import stat_entries
 from verl_lite.workers.batching import rows_of
 from verl_lite.workers.sequences import on_last_token, split_micro_batches
@@ -124,7 +124,7 @@ class RewardModelWorker(Worker):
         masked = "response_mask" in meta.fields
         wanted = ["prompts", "responses", *([rule_field] if rule_field else [])]
         wanted += ["response_mask"] if masked else []
-        td = self.kv.kv_batch_get(meta.keys, meta.partition_id, select_fields=wanted)
+        td = read_columns(self.kv, meta, wanted)
         prompts, responses = rows_of(td, "prompts"), rows_of(td, "responses")
         if self.same_tokenizer:
             sequences = [torch.cat([p, r]) for p, r in zip(prompts, responses)]
@@ -139,18 +139,9 @@ class RewardModelWorker(Worker):
         def token_level(scores: list[float]) -> torch.Tensor:
             return to_jagged([on_last_token(n, s, m) for n, s, m in zip(lengths, scores, masks)])
 
-        fields = TensorDict(
-            {"rm_scores": token_level(rm.tolist()), "token_level_scores": token_level(final)},
-            batch_size=[len(meta)],
-        )
-        self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=fields)
-        out = KVBatchMeta(
-            keys=meta.keys,
-            tags=meta.tags,
-            partition_id=meta.partition_id,
-            fields=sorted(set(meta.fields) | set(fields.keys())),
-            extra_info=meta.extra_info,
-        )
+        fields = {"rm_scores": token_level(rm.tolist()), "token_level_scores": token_level(final)}
+        write_columns(self.kv, meta.keys, meta.partition_id, fields)
+        out = meta.with_fields(fields)
         out.stats = stat_entries(RM_SCORE, rm)
         return out
 

@@ -13,15 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensordict import TensorDict
-
 from verl_lite.kv import KVBatchMeta
-from verl_lite.kv.keys import parse_trajectory_key
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MAGRPOConfig
 from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts
-from verl_lite.workers.policy import TRAJECTORY_FIELDS
+from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key, write_columns
 from verl_lite.workers.sequences import on_last_token
 
 
@@ -139,6 +136,7 @@ class MultiAgentLoop:
             elif joint is not None:
                 batch.fields = joint.fields
             stats = agent.groups.actor.compute_advantage(batch, agent.config.algorithm, 0.0)
+            batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
             metrics.update({prefix + k: v for k, v in combine_shard_stats([stats]).items()})
             if critic is not None:
                 metrics.update({prefix + k: v for k, v in mean_of_dicts(critic.update_critic(batch)).items()})
@@ -146,14 +144,13 @@ class MultiAgentLoop:
             metrics.update(mean_of_dicts(self.critic.update_critic(joint)))
         for prefix, (agent, batch) in zip(prefixes, policies):
             metrics.update({prefix + k: v for k, v in self.update_actor(agent, batch).items()})
-            prompt_keys = sorted({tag["uid"] for tag in batch.tags})
-            self.kv.kv_clear(batch.keys + prompt_keys, batch.partition_id)
+            self.kv.kv_clear(batch.keys + batch.group_uids(), batch.partition_id)
         return metrics
 
     def old_log_probs(self, agent: Agent, batch: KVBatchMeta, step: int) -> None:
         """The fields the update reads, and old / reference log-probs where the config needs them."""
-        batch.fields = list(TRAJECTORY_FIELDS)
-        batch.extra_info.update(global_steps=step, samples_per_prompt=self.args.num_generations)
+        batch.fields = list(ROLLOUT_COLUMNS)
+        batch.global_step, batch.samples_per_prompt = step, self.args.num_generations
         actor, config = agent.groups.actor, agent.config
         if config.recompute_old_log_prob:
             batch.fields = actor.compute_log_prob(batch).fields
@@ -218,9 +215,9 @@ class MultiAgentLoop:
             {"prompt_ids": agent.tokenizer(t, add_special_tokens=False)["input_ids"], "raw_prompt": t}
             for t in templated
         ]
-        tags = [{"uid": uid, "status": "pending"} for uid in uids]
+        tags = [group_tag(uid, step) for uid in uids]
         self.kv.kv_batch_put(uids, partition, tags=tags)
-        meta = KVBatchMeta(keys=uids, tags=tags, partition_id=partition, extra_info={"global_steps": step})
+        meta = KVBatchMeta(keys=uids, tags=tags, partition_id=partition, global_step=step)
         return meta, rows
 
     def responses(self, agent_index: int, out: KVBatchMeta) -> list[str]:
@@ -234,11 +231,7 @@ class MultiAgentLoop:
     def write_rewards(self, out: KVBatchMeta, rewards: list[float]) -> None:
         """Each trajectory's joint reward on its last response token (``token_level_scores``)."""
         scores = [on_last_token(int(tag["response_len"]), r) for tag, r in zip(out.tags, rewards)]
-        self.kv.kv_batch_put(
-            out.keys,
-            out.partition_id,
-            fields=TensorDict({"token_level_scores": to_jagged(scores)}, batch_size=[len(out)]),
-        )
+        write_columns(self.kv, out.keys, out.partition_id, {"token_level_scores": to_jagged(scores)})
         for tag, r in zip(out.tags, rewards):
             tag["score"] = r
 

@@ -2,8 +2,9 @@
 
 The ReplayBuffer runs in the controller and never touches a tensor: group status, age and the
 filter metric all come from tags (``client.kv_list``). Each prompt group has a marker key
-``{uid}`` (tag ``status`` in pending / running / finished / failure, ``global_steps`` = the step
-it was submitted at) and trajectory keys ``{uid}_{session}_{index}`` (tag ``uid``, the metric).
+``{uid}`` (tag ``global_steps`` = the step it was submitted at) and trajectory keys
+``{uid}_{session}_{index}`` (tag ``uid``, the metric, the group's sample count), from which its status
+follows (``verl_lite.trajectory.group_status``: pending, running, finished or failure).
 ``sample`` waits for enough finished groups, evicts failed groups, zero-variance groups (DAPO
 dynamic sampling, https://arxiv.org/abs/2503.14476) and, in asynchronous modes, groups that are
 too stale, asks ``refill_fn(k)`` for replacement prompts, and returns the oldest whole groups.
@@ -24,8 +25,18 @@ import numpy as np
 
 from verl_lite.kv.checkpoint import load_partition_state_dict, partition_state_dict
 from verl_lite.kv.client import KVClient
-from verl_lite.kv.keys import FAILURE, FINISHED, PENDING, RUNNING, group_of, group_tag, parse_trajectory_key
 from verl_lite.kv.meta import KVBatchMeta
+from verl_lite.trajectory import (
+    FAILURE,
+    FINISHED,
+    GROUP_STATUSES,
+    PENDING,
+    RUNNING,
+    group_of,
+    group_status,
+    group_tag,
+    parse_trajectory_key,
+)
 
 RefillFn = Callable[[int], Any]
 """``refill_fn(k)``: submit ``k`` new prompt groups (put their markers, start their rollouts)."""
@@ -115,7 +126,11 @@ class _Group:
 
     @property
     def status(self) -> str:
-        return self.tag.get("status", PENDING)
+        return group_status([tag for _, tag in self.trajectories])[0]
+
+    @property
+    def error(self) -> str | None:
+        return group_status([tag for _, tag in self.trajectories])[1]
 
     @property
     def global_steps(self) -> int:
@@ -164,7 +179,7 @@ class ReplayBuffer:
         marker_tags = []
         for i, uid in enumerate(uids):
             extra = dict(tags[i]) if tags else {}
-            marker_tags.append(group_tag(uid, PENDING, global_steps, seq=self._seq, **extra))
+            marker_tags.append(group_tag(uid, global_steps, seq=self._seq, **extra))
             self._seq += 1
         self._sampled.setdefault(partition_id, set())
         return self.client.kv_batch_put(list(uids), partition_id, tags=marker_tags)
@@ -192,8 +207,8 @@ class ReplayBuffer:
 
         Returns:
             ``(meta, metrics)``: the trajectory keys and tags of the chosen groups (group order,
-            oldest first; ``extra_info`` holds ``uids``, ``group_keys`` and ``global_step``) and the
-            eviction metrics and wait of this call.
+            oldest first; ``meta.group_uids()`` are their markers) and the eviction metrics and wait
+            of this call.
         """
         cfg = self.config
         sampled = self._sampled.setdefault(partition_id, set())
@@ -266,8 +281,7 @@ class ReplayBuffer:
         for g in sorted(live.values(), key=_Group.age_key):
             if g.status in (FINISHED, FAILURE) and g.uid not in judged:
                 judged.add(g.uid)
-                error = g.tag.get("error", "unknown error") if g.status == FAILURE else None
-                outcomes.append((g.uid, error, g.tag.get("data_source", "unknown")))
+                outcomes.append((g.uid, g.error, g.tag.get("data_source", "unknown")))
         failures = [(error, source) for _, error, source in outcomes if error is not None]
         if len(outcomes) < cfg.failure_window or len(failures) < cfg.max_failure_fraction * len(outcomes):
             return
@@ -411,11 +425,7 @@ class ReplayBuffer:
             keys=[key for g in chosen for key, _ in g.trajectories],
             tags=[tag for g in chosen for _, tag in g.trajectories],
             partition_id=partition_id,
-            extra_info={
-                "global_step": global_step,
-                "uids": [g.uid for g in chosen],
-                "group_keys": [g.uid for g in chosen],
-            },
+            global_step=global_step,
         )
 
     def _timeout_message(
@@ -475,10 +485,6 @@ class ReplayBuffer:
         partial = [key for g in running for key, _ in g.trajectories]
         if partial:
             self.client.kv_clear(partial, partition_id)
-        if running:
-            self.client.kv_update_tags(
-                [g.uid for g in running], partition_id, [{"status": PENDING}] * len(running)
-            )
 
 
 def _trajectory_order(item: tuple[str, dict]) -> tuple:
@@ -503,7 +509,7 @@ def _zero_variance(group: _Group, metric: str) -> bool:
 
 
 def _count(groups) -> dict[str, int]:
-    counts = dict.fromkeys((PENDING, RUNNING, FINISHED, FAILURE), 0)
+    counts = dict.fromkeys(GROUP_STATUSES, 0)
     for g in groups:
         counts[g.status] = counts.get(g.status, 0) + 1
     return counts

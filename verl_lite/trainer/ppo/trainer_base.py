@@ -36,10 +36,12 @@ from verl_lite.trainer.ppo.metrics import (
     tag_metrics,
     validation_metrics,
 )
+from verl_lite.trajectory import ROLLOUT_COLUMNS
 from verl_lite.utils.registry import Registry
+from verl_lite.workers.advantage import advantages_from_tags
 from verl_lite.workers.agent_loop.manager import PendingSequences
 from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS, prompt_rows
-from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED, TRAJECTORY_FIELDS
+from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED
 
 TRAINERS: Registry[type] = Registry("trainer mode")
 
@@ -199,8 +201,8 @@ class PPOTrainer:
         with self.timed("gen"):
             self.on_generate(step)
         batch, metrics = self.buffer.sample(step, "train", self.config.data.train_batch_size)
-        batch.extra_info.update(global_steps=step, samples_per_prompt=self.config.actor_rollout_ref.rollout.n)
-        batch.fields = list(TRAJECTORY_FIELDS)
+        batch.samples_per_prompt = self.config.actor_rollout_ref.rollout.n
+        batch.fields = list(ROLLOUT_COLUMNS)
         batch = self.on_sample_end(batch)
         metrics.update(self.score_and_estimate(batch))
         metrics.update(self.update(batch, step))
@@ -208,7 +210,7 @@ class PPOTrainer:
         if self.config.trainer.rollout_data_dir:
             with self.timed("dump"):
                 self.dump_generations(self.config.trainer.rollout_data_dir, step, batch)
-        group_keys = list(batch.extra_info.get("group_keys", []))
+        group_keys = batch.group_uids()
         self.kv.kv_clear(batch.keys + group_keys, "train")
         self._forget_groups(group_keys)
         self.timing["step"] = time.perf_counter() - start
@@ -265,9 +267,7 @@ class PPOTrainer:
                 for uid, it in zip(uids, items)
             }
         )
-        return KVBatchMeta(
-            keys=uids, tags=markers.tags, partition_id=partition, extra_info={"global_steps": step}
-        )
+        return KVBatchMeta(keys=uids, tags=markers.tags, partition_id=partition, global_step=step)
 
     def score_and_estimate(self, batch: KVBatchMeta) -> dict[str, float]:
         """Reward-model scores, old and reference log-probs, values, then advantages in the workers."""
@@ -290,12 +290,29 @@ class PPOTrainer:
             with self.timed("values"):
                 batch.fields = self.groups.critic.compute_values(batch).fields
         with self.timed("adv"):
-            stats = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
+            if self._advantages_from_tags(batch):
+                advantages, stats = advantages_from_tags(batch.tags, batch.group_ids(), cfg.algorithm)
+                for tag, advantage in zip(batch.tags, advantages):
+                    tag["advantage"] = advantage
+            else:
+                stats = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
+                batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
         metrics.update(combine_shard_stats([stats]))
         if cfg.algorithm.use_kl_in_reward and "actor/reward_kl_penalty/mean" in metrics:
             self.kl_ctrl.update(metrics["actor/reward_kl_penalty/mean"], len(batch))
             metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
         return metrics
+
+    def _advantages_from_tags(self, batch: KVBatchMeta) -> bool:
+        """Whether this step's advantages follow from the tags' scores alone: a sequence-level estimator
+        (GRPO, RLOO, ...) and no token-level change to the scores (in-reward KL, a reward model)."""
+        algorithm = self.config.algorithm
+        return (
+            get_adv_estimator_needs(algorithm.adv_estimator).sequence_level
+            and not algorithm.use_kl_in_reward
+            and self.groups.reward_model is None
+            and all("score" in tag and "sampled_len" in tag for tag in batch.tags)
+        )
 
     def update(self, batch: KVBatchMeta, step: int) -> dict[str, float]:
         """Critic update, then (after ``critic_warmup``) the actor update."""

@@ -223,6 +223,6 @@ class FullyAsyncTrainer(PPOTrainer):
             keys=uids,
             tags=[listing[uid] for uid in uids],
             partition_id=TRAIN,
-            extra_info={"global_steps": self.served_version + 1},
+            global_step=self.served_version + 1,
         )
         self._start(meta, [self._submitted_rows[uid] for uid in uids])

@@ -5,8 +5,9 @@ loop in the server's process. For its share of a batch of prompt keys it starts 
 trajectories per prompt (each an ``AgentLoop`` chosen by the row's ``agent_name``), sends every request
 to the least-loaded live server and keeps a trajectory on that server across turns (its prefix cache;
 a request whose server died goes to another, see ``servers.py``), scores
-each trajectory as it finishes and writes it to the KV store; a prompt group is tagged ``finished``
-(or ``failure``) when its ``n`` samples are in. Only keys and tags go back to the controller.
+each trajectory as it finishes and writes it to the KV store, its tag saying how many samples its group
+has (the replay buffer reads a group's status from those tags). Only keys and tags go back to the
+controller.
 """
 
 from __future__ import annotations
@@ -19,11 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from tensordict import TensorDict
 
-from verl_lite.kv import KVBatchMeta, KVKeyError, get_kv_client, trajectory_key, trajectory_tag
+from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.protocol import to_jagged
 from verl_lite.reward.trajectory_scoring import ScoredResponse, reward_item, score_items
+from verl_lite.trajectory import (
+    FAILURE,
+    PROMPT_FIELDS,
+    SUCCESS,
+    read_columns,
+    trajectory_key,
+    trajectory_tag,
+    write_columns,
+)
 from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.base import AgentLoopContext, AgentLoopOutput, get_agent_loop
 from verl_lite.workers.agent_loop.servers import LeastLoadedServers, StickyClient
@@ -32,9 +41,6 @@ from verl_lite.workers.sequences import on_last_token
 
 # One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
 GREEDY_SAMPLING = SamplingConfig(n=1, temperature=0.0, do_sample=False)
-# Per-prompt fields of a dataset row the agent loops and the reward manager read, when present; a row
-# always has its chat-templated token ids, ``prompt_ids``.
-ROW_FIELDS = ("raw_prompt", "data_source", "ground_truth", "extra_info", "messages", "agent_name")
 # The stats entry (sum/count/max/min) of the seconds one agent-loop worker spent scoring.
 REWARD_SECONDS = "timing_s/reward"
 # Counters handed back as ``<name>/sum`` stats: requests sent again because their server died, and
@@ -66,8 +72,6 @@ class _Batch:
     n: int
     step: int
     baselines: list[asyncio.Future] | None
-    remaining: list[int] = field(default_factory=list)
-    failed: dict[int, str] = field(default_factory=dict)
     keys: dict[tuple[int, int], str] = field(default_factory=dict)
     tags: dict[tuple[int, int], dict] = field(default_factory=dict)
     scoring_s: float = 0.0
@@ -128,12 +132,11 @@ class AgentLoopWorker:
         """``n`` trajectories per prompt group of ``meta``, scored and stored as ``{uid}_{sample}_0``.
 
         ``rows`` are the groups' prompts, in ``meta``'s order, as :func:`prompt_rows` makes them:
-        ``prompt_ids`` and, when present, ``raw_prompt``, ``data_source``, ``ground_truth``,
-        ``extra_info``, ``messages`` and ``agent_name``. Writes per
+        ``prompt_ids`` and, when present, the ``PROMPT_FIELDS`` of ``verl_lite.trajectory``. Writes per
         trajectory ``prompts``, ``responses``, ``response_mask`` (0 on tool/observation tokens),
         ``rollout_log_probs`` and (with a reward manager) ``token_level_scores`` on the last model
         token; tags it with its score, acc, ``num_turns``, the min/max weight version and the agent's
-        counters; marks each group ``finished`` (or ``failure`` when scoring raised).
+        counters and its group's sample count (its status is ``failure`` when scoring raised).
 
         With ``greedy_baseline`` (estimators that declare ``EstimatorNeeds.greedy_baseline``, as ReMax
         does) each prompt also gets one greedy trajectory from the same agent loop, scored by the same
@@ -142,7 +145,7 @@ class AgentLoopWorker:
         """
         rollout = self.config.rollout
         if not len(meta):
-            return KVBatchMeta(keys=[], partition_id=meta.partition_id, extra_info=meta.extra_info)
+            return KVBatchMeta(keys=[], partition_id=meta.partition_id, global_step=meta.global_step)
         sampling = rollout.val_kwargs if validate else rollout.train_sampling()
         if len(rows) != len(meta):
             raise ValueError(f"generate_sequences: {len(rows)} prompt rows for {len(meta)} prompt groups.")
@@ -154,9 +157,8 @@ class AgentLoopWorker:
             meta=meta,
             rows=rows,
             n=sampling.n,
-            step=int(meta.extra_info.get("global_steps", 0)),
+            step=meta.global_step,
             baselines=None,
-            remaining=[sampling.n] * len(rows),
         )
         if greedy_baseline and not validate:
             if self.reward_manager is None or "data_source" not in rows[0]:
@@ -187,7 +189,8 @@ class AgentLoopWorker:
             tags=[batch.tags[k] for k in order],
             partition_id=meta.partition_id,
             fields=self._stored_fields(batch),
-            extra_info={**meta.extra_info},
+            global_step=meta.global_step,
+            samples_per_prompt=sampling.n,
         )
         out.stats = {
             f"{REWARD_SECONDS}/sum": batch.scoring_s,
@@ -203,11 +206,7 @@ class AgentLoopWorker:
         """``{key: {"prompt": text, "response": text}}`` for ``meta``'s trajectories (for the JSONL dumps)."""
         if not len(meta):
             return {}
-        td = await self._off_loop(
-            functools.partial(self.kv.kv_batch_get, select_fields=["prompts", "responses"]),
-            meta.keys,
-            meta.partition_id,
-        )
+        td = await self._off_loop(read_columns, self.kv, meta, ["prompts", "responses"])
         decode = self.tokenizer.batch_decode
         prompts = decode([t.tolist() for t in td.get("prompts").unbind()], skip_special_tokens=True)
         responses = decode([t.tolist() for t in td.get("responses").unbind()], skip_special_tokens=True)
@@ -275,9 +274,10 @@ class AgentLoopWorker:
                 "min_weight_version": out.min_weight_version,
                 "max_weight_version": out.max_weight_version,
                 "num_turns": out.num_turns,
+                "sampled_len": int(sum(out.response_mask)),
                 "agent": dict(out.metrics),
             }
-            status = "success"
+            status = SUCCESS
             if result is not None:
                 extra.update(score=result.score + out.tool_rewards, acc=result.acc)
                 if result.pred is not None:
@@ -285,20 +285,17 @@ class AgentLoopWorker:
                 if result.reward_extra:
                     extra["reward_extra"] = result.reward_extra
                 if result.error:
-                    status, extra["error"] = "failure", result.error
-                    batch.failed[i] = result.error
+                    status, extra["error"] = FAILURE, result.error
             if baselines is not None and baselines[position][1]:
-                batch.failed[i] = baselines[position][1]
-            tag = trajectory_tag(uid, status, len(out.prompt_ids), len(out.response_ids), batch.step, **extra)
+                status, extra["error"] = FAILURE, baselines[position][1]
+            tag = trajectory_tag(
+                uid, status, len(out.prompt_ids), len(out.response_ids), batch.step, batch.n, **extra
+            )
             keys.append(key)
             tags.append(tag)
             batch.keys[(i, done.sample_index)] = key
             batch.tags[(i, done.sample_index)] = tag
-        fields = self._fields(ready, results, baselines)
-        self.kv.kv_batch_put(
-            keys, batch.meta.partition_id, fields=TensorDict(fields, batch_size=[len(keys)]), tags=tags
-        )
-        self._tag_finished_groups(batch, ready)
+        write_columns(self.kv, keys, batch.meta.partition_id, self._fields(ready, results, baselines), tags)
 
     def _fields(self, ready: list[_Finished], results: list, baselines: list | None) -> dict[str, Any]:
         outputs = [f.output for f in ready]
@@ -319,32 +316,6 @@ class AgentLoopWorker:
             fields["reward_baselines"] = torch.tensor([score for score, _ in baselines], dtype=torch.float32)
         return fields
 
-    def _tag_finished_groups(self, batch: _Batch, ready: list[_Finished]) -> None:
-        done = []
-        for f in ready:
-            batch.remaining[f.prompt_index] -= 1
-            if batch.remaining[f.prompt_index] == 0:
-                done.append(f.prompt_index)
-        if not done:
-            return
-        tags = []
-        for i in done:
-            tag = {**batch.meta.tags[i], "status": "failure" if i in batch.failed else "finished"}
-            if i in batch.failed:
-                tag["error"] = batch.failed[i]
-            tags.append(tag)
-        keys, partition = [batch.meta.keys[i] for i in done], batch.meta.partition_id
-        try:
-            self.kv.kv_update_tags(keys, partition, tags)
-        except KVKeyError:
-            # The replay buffer evicted some of these groups while they generated (too stale, in
-            # fully_async with off_policy_strategy=drop); it clears their trajectories as late arrivals.
-            for key, tag in zip(keys, tags):
-                try:
-                    self.kv.kv_update_tags([key], partition, [tag])
-                except KVKeyError:
-                    pass
-
     def _stored_fields(self, batch: _Batch) -> list[str]:
         fields = ["prompts", "responses", "response_mask", "rollout_log_probs"]
         if self.reward_manager is not None and "data_source" in batch.rows[0]:
@@ -355,9 +326,9 @@ class AgentLoopWorker:
 
 
 def prompt_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What ``generate_sequences`` takes of dataset rows: ``prompt_ids`` (a list) and the ``ROW_FIELDS``
+    """What ``generate_sequences`` takes of dataset rows: ``prompt_ids`` (a list) and the ``PROMPT_FIELDS``
     present in the first row."""
-    names = [name for name in ROW_FIELDS if name in items[0]] if items else []
+    names = [name for name in PROMPT_FIELDS if name in items[0]] if items else []
     return [{"prompt_ids": _id_list(it["prompt_ids"]), **{n: it[n] for n in names}} for it in items]
 
 
