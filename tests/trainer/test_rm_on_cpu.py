@@ -5,8 +5,8 @@ import os
 import torch
 from hydra import compose, initialize_config_dir
 
-from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_rm import load_config, run
+from verl_lite.trainer.load import CONFIG_DIR
 from verl_lite.trainer.sft.config import EMBEDDED_DATA
 from verl_lite.trainer.sft.preference_pairs import make_wrong_answer, synthetic_preference_rows
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_sft import load_config, run
+from verl_lite.trainer.load import CONFIG_DIR
 from verl_lite.trainer.sft.config import EMBEDDED_DATA, EMBEDDED_MODEL
 
 
