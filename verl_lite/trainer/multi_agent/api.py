@@ -6,8 +6,6 @@ group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` ta
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -254,11 +252,3 @@ def _rows(dataset: Any, limit: int | None = None) -> list[dict[str, Any]]:
             break
         rows.append(dict(row))
     return rows
-
-
-def save_json(metrics: dict[str, Any], path: str) -> str:
-    """Write ``metrics`` to ``path`` as indented JSON; returns the path."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(json.dumps(metrics, indent=2) + "\n")
-    return path
