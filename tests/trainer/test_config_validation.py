@@ -7,15 +7,13 @@ import sys
 import pandas as pd
 import pytest
 import ray
-from hydra import compose, initialize_config_dir
 
-from verl_lite.trainer.load import CONFIG_DIR, load_ppo_config
+from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 
 
 def load(*overrides):
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return load_ppo_config(compose("ppo_trainer", overrides=list(overrides)))
+    return load_ppo_config(compose_config("ppo_trainer", overrides))
 
 
 def test_default_config_is_valid_and_points_at_the_embedded_task():
