@@ -23,6 +23,9 @@ def compose_config(config_name: str, overrides: Sequence[str] = ()) -> Any:
     ``python -m verl_lite.main_* --config-name <config_name> <overrides>`` composes it."""
     from hydra import compose, initialize_config_dir
 
+    from verl_lite.utils.config import register_package_resolver
+
+    register_package_resolver()  # the configs name packaged files as ${verl_lite:...}
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose(config_name, overrides=list(overrides))
 
