@@ -106,7 +106,12 @@ def run_verl_lite(s: Settings, rollout: str) -> dict:
     from hydra import compose, initialize_config_dir
 
     import verl_lite
-    from verl_lite.main_ppo import load_config, run
+    from verl_lite.main_ppo import run
+
+    try:
+        from verl_lite.trainer.load import load_ppo_config
+    except ImportError:  # a --baseline revision from before the one config load
+        from verl_lite.main_ppo import load_config as load_ppo_config
 
     # the configs of the verl_lite this process imported (this checkout's, or the baseline revision's)
     config_dir = Path(verl_lite.__file__).resolve().parent / "configs"
@@ -144,7 +149,7 @@ def run_verl_lite(s: Settings, rollout: str) -> dict:
     ]
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         cfg = compose("ppo_trainer", overrides=overrides)
-    history = run(load_config(cfg))
+    history = run(load_ppo_config(cfg))
     accuracy = None
     for record in history:
         for key, value in record.items():

@@ -289,12 +289,11 @@ def test_every_builtin_dispatch_mode_runs_on_a_real_worker_group():
     "override", [o for names in REFUSED.values() for o in names.values()], ids=lambda o: o.split(".")[-1]
 )
 def test_each_refused_name_is_refused_before_ray_starts(override):
-    from tests.trainer.helpers import compose_config
-    from verl_lite.main_ppo import load_config
+    from verl_lite.trainer.load import compose_config, load_ppo_config
     from verl_lite.trainer.validation import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(override.replace("=", "='", 1) + "'")):
-        load_config(compose_config("ppo_trainer", [override]))
+        load_ppo_config(compose_config("ppo_trainer", [override]))
 
 
 def test_the_reader_follows_lists_helpers_and_parametrized_f_strings(tmp_path):

@@ -27,7 +27,7 @@ def build_rm_data(config, tokenizer):
     from verl_lite.data.files import read_rows
     from verl_lite.data.rm_dataset import PreferenceDataset, collate_preference
     from verl_lite.trainer.sft.config import EMBEDDED_DATA
-    from verl_lite.trainer.sft.data import split_rows
+    from verl_lite.trainer.sft.data import train_val_rows
     from verl_lite.trainer.sft.preference_pairs import synthetic_preference_rows
     from verl_lite.trainer.sft.sft_trainer import SupervisedData
 
@@ -38,10 +38,7 @@ def build_rm_data(config, tokenizer):
         rows = synthetic_preference_rows(
             os.path.join(EMBEDDED_DATA, "train.parquet"), data.synthetic_pairs, data.seed
         )
-    if data.val_files:
-        train_rows, val_rows = rows, read_rows(data.val_files, key="data.val_files")
-    else:
-        train_rows, val_rows = split_rows(rows, data.val_ratio, data.seed)
+    train_rows, val_rows = train_val_rows(rows, data)
     train = PreferenceDataset(train_rows, tokenizer, data.max_length)
     val = PreferenceDataset(val_rows, tokenizer, data.max_length)
     stats = {

@@ -25,15 +25,12 @@ def build_sft_data(config, tokenizer):
     """Tokenized train/val examples (prompt masked with -100 in chat mode) and skip counts."""
     from verl_lite.data.files import read_rows
     from verl_lite.data.sft_dataset import SFTDataset, collate_sft
-    from verl_lite.trainer.sft.data import split_rows
+    from verl_lite.trainer.sft.data import train_val_rows
     from verl_lite.trainer.sft.sft_trainer import SupervisedData
 
     data = config.data
     rows = read_rows(data.train_files)
-    if data.val_files:
-        train_rows, val_rows = rows, read_rows(data.val_files, key="data.val_files")
-    else:
-        train_rows, val_rows = split_rows(rows, data.val_ratio, data.seed)
+    train_rows, val_rows = train_val_rows(rows, data)
     train = SFTDataset(train_rows, tokenizer, data.max_length, data.mode)
     val = SFTDataset(val_rows, tokenizer, data.max_length, data.mode)
     stats = {

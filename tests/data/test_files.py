@@ -99,8 +99,8 @@ def test_read_column_gives_values_or_none_when_absent(tmp_path):
 
 
 def test_sft_data_build_names_a_corrupt_val_file(tmp_path, tokenizer):
-    from tests.trainer.helpers import compose_config
     from verl_lite.main_sft import build_sft_data, load_config
+    from verl_lite.trainer.load import compose_config
 
     bad = tmp_path / "val.parquet"
     bad.write_bytes(b"\x00" * 64)

@@ -1,14 +1,12 @@
 """Running the entry points from tests: the packaged configs, Hydra overrides, a short real PPO run."""
 
 import json
-import os
 
 import ray
-from hydra import compose, initialize_config_dir
 
-from verl_lite.main_ppo import load_config, run
+from verl_lite.main_ppo import run
+from verl_lite.trainer.load import compose_config, load_ppo_config
 
-CONFIG_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "verl_lite", "configs"))
 # Small enough for a 2-core CPU: 4 prompts x 4 samples, short responses, no periodic validation.
 FAST = [
     "data.train_batch_size=4",
@@ -35,12 +33,6 @@ def joining(cluster) -> list[str]:
     return [f"ray_kwargs.ray_init.address={cluster.address}", "~ray_kwargs.ray_init.num_cpus"]
 
 
-def compose_config(name: str, overrides: list[str]):
-    """The packaged ``configs/<name>.yaml`` with Hydra ``overrides`` applied."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(name, overrides=list(overrides))
-
-
 def train(tmp_path, *overrides, config_name: str = "ppo_trainer"):
     """``main_ppo`` on the FAST settings with its run folder under ``tmp_path``; returns the step metrics.
 
@@ -48,7 +40,9 @@ def train(tmp_path, *overrides, config_name: str = "ppo_trainer"):
     """
     if ray.is_initialized():
         ray.shutdown()
-    return run(load_config(compose_config(config_name, [*FAST, f"trainer.run_dir={tmp_path}", *overrides])))
+    return run(
+        load_ppo_config(compose_config(config_name, [*FAST, f"trainer.run_dir={tmp_path}", *overrides]))
+    )
 
 
 def crashing_mode(name: str, base_module: str, base_class: str, after_step: int) -> str:

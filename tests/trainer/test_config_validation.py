@@ -7,16 +7,13 @@ import sys
 import pandas as pd
 import pytest
 import ray
-from hydra import compose, initialize_config_dir
 
-from tests.trainer.helpers import CONFIG_DIR
-from verl_lite.main_ppo import load_config
+from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 
 
 def load(*overrides):
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return load_config(compose("ppo_trainer", overrides=list(overrides)))
+    return load_ppo_config(compose_config("ppo_trainer", overrides))
 
 
 def test_default_config_is_valid_and_points_at_the_embedded_task():
@@ -306,7 +303,7 @@ def test_corrupt_train_parquet_is_rejected_naming_key_and_file_before_ray_starts
 def test_main_ppo_exits_2_with_one_line_naming_an_unreadable_val_file(tmp_path):
     bad = tmp_path / "val.jsonl"
     bad.write_text('{"prompt": "1 + 1 ="}\n{not json\n')
-    # The CLI path a user sees: Hydra, load_config, run_cli's exit code and message.
+    # The CLI path a user sees: Hydra, load_ppo_config, run_cli's exit code and message.
     proc = subprocess.run(
         [sys.executable, "-m", "verl_lite.main_ppo", f"data.val_files={bad}", f"hydra.run.dir={tmp_path}"],
         capture_output=True,

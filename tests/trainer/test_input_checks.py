@@ -14,8 +14,9 @@ import time
 import pytest
 import ray
 
-from tests.trainer.helpers import FAST, compose_config
-from verl_lite.main_ppo import load_config, run
+from tests.trainer.helpers import FAST
+from verl_lite.main_ppo import run
+from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.utils.cli import run_cli
 
 ARR = "actor_rollout_ref.rollout"
@@ -27,7 +28,7 @@ def exits_2_before_ray(capsys, *overrides, config_name: str = "ppo_trainer") -> 
     if ray.is_initialized():
         ray.shutdown()
     with pytest.raises(SystemExit) as info:
-        run_cli(compose_config(config_name, [*FAST, *overrides]), load_config, run)
+        run_cli(compose_config(config_name, [*FAST, *overrides]), load_ppo_config, run)
     assert info.value.code == 2
     assert not ray.is_initialized()
     return capsys.readouterr().err
@@ -48,7 +49,7 @@ def test_a_row_naming_an_unregistered_agent_loop_is_rejected_naming_the_value(tm
 
 
 def test_verls_agent_names_mean_verl_lites_loops():
-    data_ok = load_config(
+    data_ok = load_ppo_config(
         compose_config("ppo_trainer", [*FAST, f"{ARR}.agent.default_agent_loop=single_turn_agent"])
     )
     from verl_lite.workers.agent_loop import get_agent_loop

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from tests.trainer.helpers import STANDALONE, compose_config, train
-from verl_lite.main_ppo import load_config
+from tests.trainer.helpers import STANDALONE, train
+from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.placement import get_placement
 
 
 def test_slots_count_the_standalone_rollout_pool_too():
-    hybrid = load_config(compose_config("ppo_trainer", ["trainer.n_gpus_per_node=2"]))
+    hybrid = load_ppo_config(compose_config("ppo_trainer", ["trainer.n_gpus_per_node=2"]))
     assert get_placement(hybrid).slots(hybrid) == 2  # the rollout servers share the trainer's processes
     # STANDALONE: 2 rollout servers on a pool of their own, beside the trainer's 2 slots
-    standalone = load_config(compose_config("ppo_trainer", ["trainer.n_gpus_per_node=2", *STANDALONE]))
+    standalone = load_ppo_config(compose_config("ppo_trainer", ["trainer.n_gpus_per_node=2", *STANDALONE]))
     assert get_placement(standalone).slots(standalone) == 2 + 2
 
 

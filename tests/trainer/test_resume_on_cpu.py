@@ -8,9 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import FAST, compose_config, crashing_mode, joining, train
-from verl_lite.main_ppo import load_config
+from tests.trainer.helpers import FAST, crashing_mode, joining, train
 from verl_lite.trainer.checkpoint import COMPLETE_MARKER, checkpoint_damage, complete_checkpoints
+from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
 # 8 prompts, 4 per step: 2 steps per epoch, 3 epochs; checkpoints after steps 2, 4 and 6 (epoch ends).
@@ -123,7 +123,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
     ]
 
     capsys.readouterr()
-    load_config(compose_config("ppo_trainer", overrides))
+    load_ppo_config(compose_config("ppo_trainer", overrides))
     notice = [line for line in capsys.readouterr().err.splitlines() if "damaged" in line]
     assert len(notice) == 1 and notice[0].startswith(
         f"verl_lite: checkpoint {str(step2)!r} is damaged: {str(shard)!r} is truncated ("
@@ -139,7 +139,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
     extra = step1 / "actor" / "extra_rank0.pt"
     os.truncate(extra, extra.stat().st_size - 100)  # torch's zip archive without its directory
     with pytest.raises(ValueError) as info:
-        load_config(compose_config("ppo_trainer", overrides))
+        load_ppo_config(compose_config("ppo_trainer", overrides))
     assert (
         f"trainer.resume_mode=auto found no readable checkpoint under {str(ckpts)!r}: checkpoint "
         f"{str(step2)!r} is damaged: {str(shard)!r} is truncated (0 bytes, its .metadata records "
@@ -160,7 +160,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
     with pytest.raises(
         ValueError, match=r"trainer.resume_from_path=.*global_step_2' is damaged: .* truncated"
     ):
-        load_config(
+        load_ppo_config(
             compose_config(
                 "ppo_trainer",
                 [*overrides, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={step2}"],

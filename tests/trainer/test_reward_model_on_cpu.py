@@ -6,8 +6,9 @@ import math
 import pytest
 import ray
 
-from tests.trainer.helpers import FAST, compose_config
+from tests.trainer.helpers import FAST
 from verl_lite import main_ppo, main_rm
+from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_MODEL, ConfigError
 
 
@@ -51,7 +52,7 @@ def test_grpo_adds_reward_model_scores_to_the_rule_scores(rm_dir, tmp_path):
             "reward.reward_model.model.trust_remote_code=true",
         ],
     )
-    history = main_ppo.run(main_ppo.load_config(cfg))
+    history = main_ppo.run(load_ppo_config(cfg))
     assert [h["step"] for h in history] == [1, 2]
     for h in history:
         rm_mean = h["critic/rm_score/mean"]
@@ -71,4 +72,4 @@ def test_a_causal_lm_folder_is_rejected_as_reward_model():
         "ppo_trainer", ["reward.reward_model.enable=true", f"reward.reward_model.model.path={EMBEDDED_MODEL}"]
     )
     with pytest.raises(ConfigError, match="reward.reward_model.model.path=.*not a sequence classifier"):
-        main_ppo.load_config(cfg)
+        load_ppo_config(cfg)

@@ -3,10 +3,9 @@
 import os
 
 import torch
-from hydra import compose, initialize_config_dir
 
-from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_rm import load_config, run
+from verl_lite.trainer.load import compose_config
 from verl_lite.trainer.sft.config import EMBEDDED_DATA
 from verl_lite.trainer.sft.preference_pairs import make_wrong_answer, synthetic_preference_rows
 
@@ -22,23 +21,22 @@ def test_wrong_answer_changes_only_the_final_number():
 def test_rm_learns_synthetic_pairs_and_exports_a_sequence_classifier(tmp_path, ray_8cpu):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(
-            "rm_trainer",
-            overrides=[
-                f"trainer.default_local_dir={tmp_path}/ckpt",
-                f"trainer.run_dir={tmp_path}/runs",
-                "trainer.logger=[jsonl]",
-                "trainer.n_gpus_per_node=2",
-                "trainer.total_training_steps=16",
-                "trainer.test_freq=-1",
-                "data.synthetic_pairs=24",
-                "data.val_ratio=0.2",
-                "data.train_batch_size=8",
-                "data.micro_batch_size_per_gpu=2",
-                "optim.lr=3e-3",
-            ],
-        )
+    cfg = compose_config(
+        "rm_trainer",
+        [
+            f"trainer.default_local_dir={tmp_path}/ckpt",
+            f"trainer.run_dir={tmp_path}/runs",
+            "trainer.logger=[jsonl]",
+            "trainer.n_gpus_per_node=2",
+            "trainer.total_training_steps=16",
+            "trainer.test_freq=-1",
+            "data.synthetic_pairs=24",
+            "data.val_ratio=0.2",
+            "data.train_batch_size=8",
+            "data.micro_batch_size_per_gpu=2",
+            "optim.lr=3e-3",
+        ],
+    )
     config = load_config(cfg)
     history = run(config)
     assert len(history) == 16

@@ -6,10 +6,9 @@ import os
 import pandas as pd
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from tests.trainer.helpers import CONFIG_DIR
 from verl_lite.main_sft import load_config, run
+from verl_lite.trainer.load import compose_config
 from verl_lite.trainer.sft.config import EMBEDDED_DATA, EMBEDDED_MODEL
 
 
@@ -40,17 +39,16 @@ def test_last_token_rewards_pick_the_last_real_position():
 
 
 def sft_config(tmp_path, data_file, *overrides):
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(
-            "sft_trainer",
-            overrides=[
-                f"data.train_files={data_file}",
-                f"trainer.default_local_dir={tmp_path}/ckpt",
-                f"trainer.run_dir={tmp_path}/runs",
-                "trainer.logger=[jsonl]",
-                *overrides,
-            ],
-        )
+    cfg = compose_config(
+        "sft_trainer",
+        [
+            f"data.train_files={data_file}",
+            f"trainer.default_local_dir={tmp_path}/ckpt",
+            f"trainer.run_dir={tmp_path}/runs",
+            "trainer.logger=[jsonl]",
+            *overrides,
+        ],
+    )
     return load_config(cfg)
 
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from tests.trainer.helpers import CONFIG_DIR, compose_config, train
-from verl_lite.main_ppo import load_config
+from tests.trainer.helpers import train
+from verl_lite.trainer.load import CONFIG_DIR, compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 from verl_lite.trainer.verl_compat import VERL_KEYS, drop_verl_keys
 
@@ -81,10 +81,10 @@ def test_verl_override_works_notices_or_is_refused(override, expected, capsys):
     cfg = compose_config("ppo_trainer", ["data.train_batch_size=1024", override])
     if expected == "refused":
         with pytest.raises(ValueError) as err:
-            load_config(cfg)
+            load_ppo_config(cfg)
         assert key in str(err.value) and "Could not override" not in str(err.value)
         return
-    config = load_config(cfg)
+    config = load_ppo_config(cfg)
     notices = [line for line in capsys.readouterr().err.splitlines() if line.startswith("verl_lite: ")]
     if expected == "notice":
         assert len(notices) == 1 and notices[0].startswith(f"verl_lite: {key}=")
@@ -96,7 +96,7 @@ def test_verl_override_works_notices_or_is_refused(override, expected, capsys):
 
 def test_verl_gsm8k_command_line_loads_with_one_notice_per_unused_key(capsys):
     overrides = [override for override, expected in VERL_GSM8K_GRPO if expected != "refused"]
-    config = load_config(compose_config("ppo_trainer", overrides))
+    config = load_ppo_config(compose_config("ppo_trainer", overrides))
     notices = capsys.readouterr().err.splitlines()
     assert len(notices) == sum(expected == "notice" for _, expected in VERL_GSM8K_GRPO)
     assert config.actor_rollout_ref.ref.fsdp_config.param_offload is True
@@ -107,7 +107,7 @@ def test_verls_rollout_modes_run_as_hybrid_and_multi_turn_enable_picks_the_tool_
         "ppo_trainer",
         ["actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.multi_turn.enable=true"],
     )
-    config = load_config(cfg)
+    config = load_ppo_config(cfg)
     assert config.actor_rollout_ref.rollout.mode == "hybrid"
     assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"
     notices = capsys.readouterr().err
@@ -121,7 +121,7 @@ def test_a_refused_verl_value_names_the_key_and_what_to_use():
         ["actor_rollout_ref.model.use_liger=true", "actor_rollout_ref.rollout.multi_turn.enable=maybe"],
     )
     with pytest.raises(ValueError) as err:
-        load_config(cfg)
+        load_ppo_config(cfg)
     message = str(err.value)
     assert "actor_rollout_ref.rollout.multi_turn.enable='maybe'" in message and "is not a boolean" in message
 

@@ -2,15 +2,32 @@
 
 Every entry point goes through :func:`load_ppo_config` (``main_ppo``, the multi-agent Python API), so
 verl's keys, the embedded defaults, the placement defaults, user extensions and validation are applied
-the same way everywhere, before anything expensive starts.
+the same way everywhere, before anything expensive starts. Callers without Hydra's command line (the
+multi-agent API, tests) compose the packaged configs with :func:`compose_config`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from verl_lite.trainer.config import PPOConfig
+
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+def compose_config(config_name: str, overrides: Sequence[str] = ()) -> Any:
+    """The packaged ``configs/<config_name>.yaml`` with Hydra ``overrides`` applied, as
+    ``python -m verl_lite.main_* --config-name <config_name> <overrides>`` composes it."""
+    from hydra import compose, initialize_config_dir
+
+    from verl_lite.utils.config import register_package_resolver
+
+    register_package_resolver()  # the configs name packaged files as ${verl_lite:...}
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        return compose(config_name, overrides=list(overrides))
 
 
 def load_ppo_config(cfg: Any) -> PPOConfig:
@@ -37,4 +54,4 @@ def load_ppo_config(cfg: Any) -> PPOConfig:
     return config
 
 
-__all__ = ["load_ppo_config"]
+__all__ = ["CONFIG_DIR", "compose_config", "load_ppo_config"]

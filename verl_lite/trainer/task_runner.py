@@ -48,36 +48,29 @@ class TaskRunner:
         return bool(getattr(self._trainer, "saving", False))
 
     def run(self, config_dict: dict) -> list[dict[str, Any]]:
+        """Build the run from ``config_dict`` (a ``PPOConfig`` as a dict), train it; the logged metrics."""
         from transformers import AutoTokenizer
 
         import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
         from verl_lite.data.rl_dataset import PromptBatches
-        from verl_lite.kv import init_kv_store, shutdown_kv_store
-        from verl_lite.trainer.placement import get_placement
         from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
         from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
+        from verl_lite.trainer.runtime import Runtime
         from verl_lite.trainer.tracking import Tracker
         from verl_lite.utils.config import from_config
         from verl_lite.utils.extensions import load_extensions
 
         config = from_config(PPOConfig, config_dict)
         load_extensions(config.trainer.extensions)
-        manager = None
-        groups = None
-        kv_started = False
-        try:
+        with Runtime() as runtime:
             tokenizer = AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
             train = build_dataset(config, tokenizer, "train")
             val = build_dataset(config, tokenizer, "val") if config.data.val_files else None
             batches = PromptBatches(
                 train, config.data.train_batch_size, shuffle=config.data.shuffle, seed=config.data.seed
             )
-            kv = init_kv_store(config.kv, client_name="controller")
-            kv_started = True
-            placement = get_placement(config)
-            manager = placement.resource_manager(config)
-            manager.create_resource_pool()
-            groups = placement.build_worker_groups(config, manager)
+            kv = runtime.start_kv_store(config.kv)
+            groups = runtime.start_policy(config)
             buffer = ReplayBuffer(ReplayBufferConfig.from_ppo_config(config), client=kv)
             tracker = Tracker(
                 config.trainer.logger,
@@ -90,14 +83,3 @@ class TaskRunner:
             trainer.stop_requested = self._stop.is_set
             self._trainer = trainer
             return trainer.fit()
-        finally:
-            if groups is not None:
-                groups.agent_loop.shutdown()
-                for group in {
-                    id(g): g for g in (groups.actor, groups.rollout, groups.critic, groups.reward_model) if g
-                }.values():
-                    group.kill()
-            if manager is not None:
-                manager.release()
-            if kv_started:
-                shutdown_kv_store(config.kv.name_prefix)

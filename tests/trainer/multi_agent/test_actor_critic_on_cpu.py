@@ -64,7 +64,7 @@ def runs(tmp_path_factory):
             ) as trainer:
                 history = trainer.train()
                 evaluation = trainer.evaluate()
-                critics = {id(a.groups.critic) for a in trainer._runtime["loop"].agents}
+                critics = {id(a.groups.critic) for a in trainer._loop.agents}
             out[name] = {
                 "history": history,
                 "eval": evaluation,

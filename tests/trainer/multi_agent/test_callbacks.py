@@ -59,15 +59,14 @@ def test_bad_config_values_are_refused_naming_key_and_value(kwargs, message):
 
 
 def test_magrpo_mode_without_a_reward_file_is_refused_before_ray_starts(tmp_path):
-    from tests.trainer.helpers import compose_config
-    from verl_lite.main_ppo import load_config
+    from verl_lite.trainer.load import compose_config, load_ppo_config
     from verl_lite.trainer.validation import ConfigError
 
     with pytest.raises(ConfigError, match=r"needs multi_agent.reward_function.path \(got null\)"):
-        load_config(compose_config("ppo_trainer", ["trainer.mode=magrpo"]))
+        load_ppo_config(compose_config("ppo_trainer", ["trainer.mode=magrpo"]))
     missing = tmp_path / "nope.py"
     with pytest.raises(ConfigError, match=r"multi_agent.formatters\[0\].path='.*nope.py' is not a file"):
-        load_config(
+        load_ppo_config(
             compose_config(
                 "ppo_trainer",
                 [

@@ -6,8 +6,6 @@ group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` ta
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -16,16 +14,13 @@ from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
 from verl_lite.trainer.multi_agent.config import MAGRPOConfig
 from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
 from verl_lite.trainer.multi_agent.metrics_log import MetricsLogger
-
-CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs")
+from verl_lite.trainer.runtime import Runtime, ppo_env_vars
 
 
 def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_update: int, estimator: str):
     """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``
     (``estimator`` gae brings the policy a critic of its own)."""
-    from hydra import compose, initialize_config_dir
-
-    from verl_lite.trainer.load import load_ppo_config
+    from verl_lite.trainer.load import compose_config, load_ppo_config
 
     overrides = [
         f"data.train_batch_size={groups_per_update}",
@@ -49,9 +44,7 @@ def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_upda
             "actor_rollout_ref.actor.use_kl_loss=true",
             f"actor_rollout_ref.actor.kl_loss_coef={args.kl_coef}",
         ]
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose("ppo_trainer", overrides=[*overrides, *args.overrides])
-    return load_ppo_config(cfg)
+    return load_ppo_config(compose_config("ppo_trainer", [*overrides, *args.overrides]))
 
 
 class MAGRPOTrainer:
@@ -130,7 +123,10 @@ class MAGRPOTrainer:
         self.eval_history: list[dict[str, float]] = []
         # metrics_callback's training values, one entry per task
         self.rollout_history: list[dict[str, float]] = []
-        self._runtime: dict[str, Any] | None = None
+        # what _start started, ended by close()
+        self._runtime: Runtime | None = None
+        self._loop: MultiAgentLoop | None = None
+        self._logger: MetricsLogger | None = None
 
     # ---- public API -----------------------------------------------------------------------------
     def train(self) -> list[dict[str, float]]:
@@ -175,22 +171,8 @@ class MAGRPOTrainer:
     def close(self) -> None:
         """End the workers, the KV store and the Ray instance this trainer started."""
         runtime, self._runtime = self._runtime, None
-        if runtime is None:
-            return
-        import ray
-
-        from verl_lite.kv import shutdown_kv_store
-
-        runtime["logger"].finish()
-        for groups in {id(a.groups): a.groups for a in runtime["loop"].agents}.values():
-            groups.agent_loop.shutdown()
-            for group in {id(g): g for g in (groups.actor, groups.rollout) if g}.values():
-                group.kill()
-        for manager in runtime["managers"]:
-            manager.release()
-        shutdown_kv_store(runtime["kv_prefix"])
-        if runtime["started_ray"]:
-            ray.shutdown()
+        if runtime is not None:
+            runtime.close()
 
     def __enter__(self) -> MAGRPOTrainer:
         return self
@@ -202,13 +184,8 @@ class MAGRPOTrainer:
     def _start(self) -> tuple[MultiAgentLoop, MetricsLogger]:
         """Ray, the KV store and every agent's workers, once (later calls reuse them)."""
         if self._runtime is not None:
-            return self._runtime["loop"], self._runtime["logger"]
-        import ray
+            return self._loop, self._logger
         from transformers import AutoTokenizer
-
-        from verl_lite.kv import init_kv_store
-        from verl_lite.kv.config import NAME_PREFIX_ENV
-        from verl_lite.trainer.placement import get_placement
 
         args = self.args
         policies = 1 if args.shared_policy else args.num_agents
@@ -218,38 +195,15 @@ class MAGRPOTrainer:
         ]
         if self.centralised_critic:  # one critic for the team, in the first policy's processes
             configs = configs[:1] + [replace(c, critic=replace(c.critic, enable=False)) for c in configs[1:]]
-        started = not ray.is_initialized()
-        if started:
-            ray.init(
-                address="local",
-                num_cpus=args.ray_num_cpus,
-                object_store_memory=512 * 1024**2,
-                include_dashboard=False,
-                runtime_env={
-                    "env_vars": {
-                        "TOKENIZERS_PARALLELISM": "false",
-                        NAME_PREFIX_ENV: configs[0].kv.name_prefix,
-                    }
-                },
-            )
-        runtime: dict[str, Any] = {
-            "started_ray": started,
-            "managers": [],
-            "kv_prefix": configs[0].kv.name_prefix,
-        }
-        self._runtime = runtime
+        self._runtime = runtime = Runtime()
         try:
-            kv = init_kv_store(configs[0].kv, client_name="controller")
-            policy_groups, tokenizers = [], []
-            for config in configs:
-                placement = get_placement(config)
-                manager = placement.resource_manager(config)
-                manager.create_resource_pool()
-                runtime["managers"].append(manager)
-                policy_groups.append(placement.build_worker_groups(config, manager))
-                tokenizers.append(
-                    AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
-                )
+            runtime.start_ray(configs[0].ray_kwargs.ray_init, args.ray_num_cpus, ppo_env_vars(configs[0]))
+            kv = runtime.start_kv_store(configs[0].kv)
+            policy_groups = [runtime.start_policy(config) for config in configs]
+            tokenizers = [
+                AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
+                for config in configs
+            ]
             agents = [
                 Agent(
                     policy_groups[i % policies],
@@ -260,16 +214,13 @@ class MAGRPOTrainer:
                 for i in range(args.num_agents)
             ]
             critic = policy_groups[0].critic if self.centralised_critic else None
-            runtime["loop"] = MultiAgentLoop(args, agents, kv, self.functions, critic=critic)
-            runtime["logger"] = MetricsLogger(args, self.wandb_config)
+            self._loop = MultiAgentLoop(args, agents, kv, self.functions, critic=critic)
+            self._logger = MetricsLogger(args, self.wandb_config)
+            runtime.callback(self._logger.finish)
         except BaseException:
-            self._runtime = runtime | {
-                "loop": MultiAgentLoop(args, [], None, self.functions),
-                "logger": _Null(),
-            }
             self.close()
             raise
-        return runtime["loop"], runtime["logger"]
+        return self._loop, self._logger
 
 
 class IACTrainer(MAGRPOTrainer):
@@ -293,11 +244,6 @@ class MAACTrainer(MAGRPOTrainer):
     centralised_critic = True
 
 
-class _Null:
-    def finish(self) -> None:
-        pass
-
-
 def _rows(dataset: Any, limit: int | None = None) -> list[dict[str, Any]]:
     """The dataset's rows as dicts, in order (the first ``limit`` when given)."""
     rows = []
@@ -306,11 +252,3 @@ def _rows(dataset: Any, limit: int | None = None) -> list[dict[str, Any]]:
             break
         rows.append(dict(row))
     return rows
-
-
-def save_json(metrics: dict[str, Any], path: str) -> str:
-    """Write ``metrics`` to ``path`` as indented JSON; returns the path."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(json.dumps(metrics, indent=2) + "\n")
-    return path

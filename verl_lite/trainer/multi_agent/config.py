@@ -47,7 +47,8 @@ class MAGRPOConfig:
     output_dir: str = "outputs/magrpo"
     # Seed of sampling and of the model initialisation order.
     seed: int = 1
-    # Ray logical CPUs when the trainer starts Ray itself (more than cores: light actors share them).
+    # Ray logical CPUs when the trainer starts a local Ray itself (more than cores: light actors share them);
+    # ray_kwargs.ray_init.* in overrides reach ray.init as in main_ppo.
     ray_num_cpus: int = 8
     # Extra Hydra overrides of each agent's verl_lite config (``actor_rollout_ref...``), applied last.
     overrides: list[str] = field(default_factory=list)

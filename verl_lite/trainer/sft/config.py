@@ -6,6 +6,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from verl_lite.trainer.config import RayConfig
 from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -86,14 +87,6 @@ class SupervisedTrainerConfig:
     loss_ema_decay: float = 0.9
 
 
-@dataclass
-class RayInitConfig:
-    """How to reach Ray."""
-
-    # Arguments of ray.init (address: null starts a local instance; "auto" joins a cluster).
-    ray_init: dict = field(default_factory=lambda: {"address": None, "num_cpus": None})
-
-
 def _sft_optim() -> OptimConfig:
     return OptimConfig(
         lr=1e-4,
@@ -121,7 +114,7 @@ class SupervisedConfig:
     optim: OptimConfig = field(default_factory=_sft_optim)
     engine: EngineConfig = field(default_factory=EngineConfig)
     trainer: SupervisedTrainerConfig = field(default_factory=SupervisedTrainerConfig)
-    ray_kwargs: RayInitConfig = field(default_factory=RayInitConfig)
+    ray_kwargs: RayConfig = field(default_factory=RayConfig)
 
     def __post_init__(self) -> None:
         if not self.model.path:

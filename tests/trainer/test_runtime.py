@@ -1,0 +1,33 @@
+"""``Runtime.start_ray``: the local Ray every entry point starts, and a running one left alone."""
+
+import os
+
+import ray
+
+from verl_lite.trainer.runtime import Runtime
+
+
+@ray.remote(num_cpus=0)
+def worker_env(*names):
+    return {name: os.environ.get(name) for name in names}
+
+
+def test_start_ray_gives_workers_the_run_env_with_user_env_vars_winning_and_shuts_down_on_close():
+    if ray.is_initialized():
+        ray.shutdown()
+    ray_init = {"address": None, "num_cpus": None, "runtime_env": {"env_vars": {"VERL_LITE_B": "user"}}}
+    with Runtime() as runtime:
+        runtime.start_ray(ray_init, num_cpus=3, env_vars={"VERL_LITE_A": "run", "VERL_LITE_B": "run"})
+        # null keys are left to the defaults: num_cpus is the caller's 3
+        assert ray.cluster_resources()["CPU"] == 3
+        env = ray.get(worker_env.remote("VERL_LITE_A", "VERL_LITE_B", "TOKENIZERS_PARALLELISM"))
+    assert env == {"VERL_LITE_A": "run", "VERL_LITE_B": "user", "TOKENIZERS_PARALLELISM": "false"}
+    assert not ray.is_initialized()
+
+
+def test_start_ray_uses_a_running_ray_and_leaves_it_running(ray_local):
+    cpus = ray.cluster_resources()["CPU"]
+    with Runtime() as runtime:
+        runtime.start_ray({"address": None, "num_cpus": None}, num_cpus=int(cpus) + 5)
+        assert ray.cluster_resources()["CPU"] == cpus
+    assert ray.is_initialized()

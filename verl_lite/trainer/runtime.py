@@ -1,0 +1,101 @@
+"""What a run starts on Ray (Ray itself, the KV store, pools and worker groups), ended in reverse on close.
+
+``main_ppo`` (with the ``TaskRunner``), ``main_sft`` / ``main_rm`` and the multi-agent Python API all start
+their resources through one :class:`Runtime`, so Ray's defaults, the workers' environment and the order
+things end in are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verl_lite.kv import KVClient
+    from verl_lite.trainer.config import PPOConfig
+    from verl_lite.trainer.ppo.trainer_base import WorkerGroups
+
+# Bytes of a local Ray's object store unless ray_kwargs.ray_init sets object_store_memory.
+OBJECT_STORE_BYTES = 512 * 1024**2
+
+
+def local_num_cpus(slots: int) -> int:
+    """Logical CPUs of a local Ray for ``slots`` worker slots: two more for the actors that take no slot
+    (runner, agent-loop workers), at least 4."""
+    return max(4, slots + 2)
+
+
+def ppo_env_vars(config: PPOConfig) -> dict[str, str]:
+    """What a PPO run's worker processes find in their environment: the run's KV store and extensions."""
+    from verl_lite.kv.config import NAME_PREFIX_ENV
+    from verl_lite.utils.extensions import extensions_env
+
+    # the workers' get_kv_client() finds this run's store by it
+    return {NAME_PREFIX_ENV: config.kv.name_prefix, **extensions_env(config.trainer.extensions)}
+
+
+class Runtime(contextlib.ExitStack):
+    """The Ray resources of one run; ``close()`` (or leaving the ``with`` block) ends them newest first.
+
+    Anything else to end with the run is added with ``callback`` (``contextlib.ExitStack``).
+    """
+
+    def start_ray(
+        self, ray_init: dict[str, Any], num_cpus: int, env_vars: dict[str, str] | None = None
+    ) -> None:
+        """Start a local Ray (``num_cpus`` logical CPUs unless ``ray_init`` says otherwise), or join the
+        cluster at ``ray_init["address"]``; shut down on close.
+
+        Every worker process gets ``worker_env_vars(**env_vars)`` (entries of ``ray_init``'s
+        ``runtime_env.env_vars`` win). A Ray already running in this process is used as it is.
+        """
+        import ray
+
+        from verl_lite.single_controller.ray.process_env import worker_env_vars
+
+        if ray.is_initialized():
+            return
+        init_kwargs = {k: v for k, v in ray_init.items() if v is not None}
+        if "address" not in init_kwargs:
+            # "local" always starts a fresh instance, even when a `ray start` cluster runs on this machine.
+            init_kwargs["address"] = "local"
+            init_kwargs.setdefault("num_cpus", num_cpus)
+            init_kwargs.setdefault("object_store_memory", OBJECT_STORE_BYTES)
+            init_kwargs.setdefault("include_dashboard", False)
+        runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
+        runtime_env["env_vars"] = {**worker_env_vars(**(env_vars or {})), **runtime_env.get("env_vars", {})}
+        ray.init(runtime_env=runtime_env, **init_kwargs)
+        self.callback(ray.shutdown)
+
+    def start_kv_store(self, kv_config: Any) -> KVClient:
+        """A new KV store (``kv_config``: the ``kv`` group) and the controller's client of it; ended on close."""
+        from verl_lite.kv import init_kv_store, shutdown_kv_store
+
+        client = init_kv_store(kv_config, client_name="controller")
+        self.callback(shutdown_kv_store, kv_config.name_prefix)
+        return client
+
+    def start_policy(self, config: PPOConfig) -> WorkerGroups:
+        """The resource pools and worker groups of one policy as ``config``'s placement builds them (every
+        model loaded); the groups and the agent-loop workers are ended, the pools released, on close."""
+        from verl_lite.trainer.placement import get_placement
+
+        placement = get_placement(config)
+        manager = placement.resource_manager(config)
+        self.callback(manager.release)
+        manager.create_resource_pool()
+        groups = placement.build_worker_groups(config, manager)
+        self.callback(_end_groups, groups)
+        return groups
+
+
+def _end_groups(groups: WorkerGroups) -> None:
+    groups.agent_loop.shutdown()
+    # one group may fill several roles: end it once
+    for group in {
+        id(g): g for g in (groups.actor, groups.rollout, groups.critic, groups.reward_model) if g
+    }.values():
+        group.kill()
+
+
+__all__ = ["OBJECT_STORE_BYTES", "Runtime", "local_num_cpus", "ppo_env_vars"]
