@@ -143,9 +143,7 @@ class FSDPEngine(TrainingEngine):
         self.hf_config = model.config
         self.optimizer = self.scheduler = None
         if optim_config is not None:
-            # The fused kernel (CPU and CUDA) updates every parameter in one pass instead of a
-            # Python loop over tensors: 21 vs 107 ms a step for 30M parameters on 2 CPU cores.
-            # TRL's default optimizer (adamw_torch_fused) is the same kernel.
+            # fused: one kernel pass over every parameter instead of a Python loop (docs/benchmarks.md)
             self.optimizer = torch.optim.AdamW(
                 [p for p in model.parameters() if p.requires_grad],
                 lr=optim_config.lr,
