@@ -7,7 +7,12 @@ import json
 import os
 
 from verl_lite.trainer.config import PPOConfig
-from verl_lite.trainer.input_checks import agent_name_problems, length_problems, overlong_prompt_problems
+from verl_lite.trainer.input_checks import (
+    agent_name_problems,
+    data_files,
+    length_problems,
+    overlong_prompt_problems,
+)
 
 # actor_rollout_ref.actor.old_log_prob values.
 OLD_LOG_PROB_MODES = ("auto", "recompute")
@@ -77,17 +82,6 @@ def validate_config(config: PPOConfig) -> None:
         problems = [*_data_source_problems(config), *overlong_prompt_problems(config)]
     if problems:
         raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
-
-
-def _data_files(config: PPOConfig) -> list[tuple[str, str]]:
-    """``(key, path)`` of every training and validation data file."""
-    out = []
-    for key, value in (
-        ("data.train_files", config.data.train_files),
-        ("data.val_files", config.data.val_files),
-    ):
-        out += [(key, path) for path in ([value] if isinstance(value, str) else value or [])]
-    return out
 
 
 def _is_int(value, minimum: int | None = None) -> bool:
@@ -194,7 +188,7 @@ def _name_problems(config: PPOConfig) -> list[str]:
 def _file_problems(config: PPOConfig) -> list[str]:
     out = [
         f"{key}: file {path!r} does not exist."
-        for key, path in _data_files(config)
+        for key, path in data_files(config)
         if not os.path.exists(os.path.expanduser(path))
     ]
     model_path = config.model.path
@@ -531,7 +525,7 @@ def _data_source_problems(config: PPOConfig) -> list[str]:
     from verl_lite.reward import validate_reward_config
 
     sources, unreadable, default = set(), [], config.data.default_data_source
-    for key, path in _data_files(config):
+    for key, path in data_files(config):
         try:
             values = read_column(path, "data_source", key)
         except DataFileError as err:
@@ -591,7 +585,7 @@ def _data_row_problems(config: PPOConfig) -> list[str]:
 
     prompt_key = config.data.prompt_key
     out = []
-    for key, path in _data_files(config):
+    for key, path in data_files(config):
         try:
             prompts = read_column(path, prompt_key, key)
             rewards = read_column(path, "reward_model", key)
