@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -72,13 +73,7 @@ class CriticWorker(Worker):
         padded = torch.stack([torch.nn.functional.pad(r, (0, width - r.numel())) for r in rows])
         jagged = unpad_rows(padded, batch.response_lengths())
         self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=TensorDict({"values": jagged}, [len(meta)]))
-        return KVBatchMeta(
-            keys=meta.keys,
-            tags=meta.tags,
-            partition_id=meta.partition_id,
-            fields=sorted(set(meta.fields) | {"values"}),
-            extra_info=meta.extra_info,
-        )
+        return dataclasses.replace(meta, fields=sorted({*meta.fields, "values"}))
 
     @register(dispatch_mode=make_nd_dispatch("critic"))
     def update_critic(self, meta: KVBatchMeta) -> dict[str, float]:

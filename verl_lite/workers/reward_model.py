@@ -12,6 +12,7 @@ The model is replicated on every worker (inference only, no sharding): fp32 on C
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -144,15 +145,9 @@ class RewardModelWorker(Worker):
             batch_size=[len(meta)],
         )
         self.kv.kv_batch_put(meta.keys, meta.partition_id, fields=fields)
-        out = KVBatchMeta(
-            keys=meta.keys,
-            tags=meta.tags,
-            partition_id=meta.partition_id,
-            fields=sorted(set(meta.fields) | set(fields.keys())),
-            extra_info=meta.extra_info,
+        return dataclasses.replace(
+            meta, fields=sorted({*meta.fields, *fields.keys()}), stats=stat_entries(RM_SCORE, rm)
         )
-        out.stats = stat_entries(RM_SCORE, rm)
-        return out
 
 
 __all__ = ["RM_SCORE", "RewardModelWorker", "retokenize", "same_vocabulary"]
