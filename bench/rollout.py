@@ -78,7 +78,7 @@ def raw_vllm(llm, requests: list[list[int]], max_tokens: int) -> int:
 
     from verl_lite.workers.rollout.vllm_rollout import sampling_params
 
-    params = sampling_params(SAMPLING, max_tokens, [EOS], only_these_stop=True)
+    params = sampling_params(SAMPLING, max_tokens, [EOS])
     outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in requests], params, use_tqdm=False)
     return sum(len(o.outputs[0].token_ids) for o in outputs)
 

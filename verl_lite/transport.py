@@ -1,8 +1,7 @@
 """Pack TensorDicts into plain numpy buffers so Ray ships them on its zero-copy path.
 
 Ray serializes numpy arrays out of band (no pickling of the bytes, zero-copy reads from the object
-store), while torch tensors and TensorDicts go through the slower generic pickler: on these
-machines the same bytes cost 3-5x more as TensorDicts. Every batch that crosses a process boundary
+store), while torch tensors and TensorDicts go through the slower generic pickler. Every batch that crosses a process boundary
 in verl_lite (dispatch to workers, results back, KV store puts and gets) is therefore packed with
 ``pack`` and rebuilt with ``unpack``; neither copies tensor memory.
 """

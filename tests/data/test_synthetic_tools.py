@@ -1,4 +1,4 @@
-"""The calculator tool task: generator, calculator, scorer, SFT rows through the tool template, agent asset."""
+"""The calculator tool task: generator, scorer, SFT rows through the tool template, agent asset."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from verl_lite.data.sft_dataset import IGNORE_INDEX, SFTDataset
 from verl_lite.data.synthetic import generate_splits
 from verl_lite.reward.scorers import default_compute_score
 from verl_lite.workers.tools import TOOL_CHAT_TEMPLATE
+from verl_lite.workers.tools.calculator import calculator
 from verl_lite.workers.tools.parsers import parse_hermes
 
 ASSETS = Path(__file__).resolve().parents[2] / "verl_lite" / "assets"
@@ -49,23 +50,6 @@ def test_expressions_evaluate_to_the_answer_with_both_kinds_present():
     assert {p.kind for p in problems} == {"product", "sum"}
 
 
-@pytest.mark.parametrize(
-    "expression, result",
-    [
-        ("23*47-158", "923"),
-        ("(2+3)*4", "20"),
-        ("7/4", "1.75"),
-        ("-3+1", "-2"),
-        ("1/0", "error: division by zero"),
-        ("2**3", "error: only numbers, + - * / and parentheses are allowed"),
-        ("__import__('os')", "error: only numbers, + - * / and parentheses are allowed"),
-        ("12*", "error: not an arithmetic expression"),
-    ],
-)
-def test_calculator_evaluates_arithmetic_only(expression, result):
-    assert st.calculate(expression) == result
-
-
 def test_rl_rows_carry_the_agent_name_messages_and_the_gsm8k_schema(tmp_path):
     val = pd.read_parquet(st.write_parquet(tmp_path, SIZES, seed=0)["val"]).iloc[0]
     assert val["data_source"] == st.DATA_SOURCE and val["agent_name"] == "tool_agent"
@@ -74,7 +58,7 @@ def test_rl_rows_carry_the_agent_name_messages_and_the_gsm8k_schema(tmp_path):
         == list(val["prompt"])
         == [{"role": "user", "content": val["extra_info"]["question"]}]
     )
-    assert val["reward_model"]["ground_truth"] == str(st.calculate(val["extra_info"]["expression"]))
+    assert val["reward_model"]["ground_truth"] == calculator(val["extra_info"]["expression"])
 
 
 @pytest.mark.parametrize(
@@ -124,7 +108,7 @@ def test_sft_rows_render_through_the_tool_template_with_a_parseable_call(tool_to
     text = tool_tokenizer.apply_chat_template(list(answer_row["messages"]), tools=tools, tokenize=False)
     assert text.startswith("<|system|>Tools: calculator(expression)<|end|><|user|>")
     (call,) = parse_hermes(text).calls
-    assert call.name == "calculator" and st.calculate(call.arguments["expression"]) in text
+    assert call.name == "calculator" and calculator(call.arguments["expression"]) in text
     assert text.endswith(f"<|assistant|>#### {answer_row['messages'][-1]['content'][5:]}<|end|>")
     # the targets are exactly the last assistant turn: the tool call, then the answer after the result
     dataset = SFTDataset([call_row, answer_row], tool_tokenizer, max_length=256)

@@ -107,7 +107,8 @@ class PolicyLossConfig:
         return cls(**values)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A real number: an int or float, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -139,13 +140,13 @@ def policy_loss_problems(values: Mapping[str, Any], prefix: str = "") -> list[st
         if name not in values:
             continue
         value = values[name]
-        if not _is_number(value) or not valid(value):
+        if not is_number(value) or not valid(value):
             out.append(f"{prefix}{name}={value!r} is invalid; use {what}.")
     low, high = values.get("clip_cov_lb"), values.get("clip_cov_ub")
     for name, value in (("clip_cov_lb", low), ("clip_cov_ub", high)):
-        if name in values and not _is_number(value):
+        if name in values and not is_number(value):
             out.append(f"{prefix}{name}={value!r} is invalid; use a number (a covariance bound).")
-    if _is_number(low) and _is_number(high) and low >= high:
+    if is_number(low) and is_number(high) and low >= high:
         out.append(
             f"{prefix}clip_cov_lb={low} must be < {prefix}clip_cov_ub={high} "
             "(the covariance band of Clip-Cov candidates); swap or widen them."

@@ -27,7 +27,7 @@ import torch
 
 from verl_lite.utils.registry import Registry
 
-from .config import config_get
+from .config import config_get, is_number
 
 __all__ = [
     "RATIO_LEVELS",
@@ -104,10 +104,6 @@ class RolloutCorrectionConfig:
         return cls(**values)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def rollout_correction_problems(values: Mapping[str, Any], prefix: str = "") -> list[str]:
     """One sentence per invalid ``RolloutCorrectionConfig`` value; ``prefix`` is prepended to key names."""
     out = []
@@ -117,13 +113,13 @@ def rollout_correction_problems(values: Mapping[str, Any], prefix: str = "") -> 
         if value is not None and value not in RATIO_LEVELS:
             out.append(f"{prefix}{name}={value!r} is invalid; use null or one of {levels}.")
     threshold = values.get("rollout_is_threshold", 2.0)
-    if not _is_number(threshold) or threshold <= 0:
+    if not is_number(threshold) or threshold <= 0:
         out.append(
             f"{prefix}rollout_is_threshold={threshold!r} is invalid; use a number > 0 (the weight cap)."
         )
     for name in ("rollout_rs_threshold", "rollout_rs_threshold_lower"):
         value = values.get(name)
-        if value is not None and (not _is_number(value) or value <= 0):
+        if value is not None and (not is_number(value) or value <= 0):
             out.append(f"{prefix}{name}={value!r} is invalid; use null or a ratio > 0.")
     if not out and values.get("rollout_rs") is not None:
         high = values.get("rollout_rs_threshold") or threshold

@@ -41,7 +41,6 @@ class CheckpointEngine(ABC):
     def __init__(self, bucket_megabytes: int = 512, rank: int = 0):
         self.bucket_bytes = int(bucket_megabytes) * 1024**2
         self.rank = rank
-        self.bytes_sent = 0
 
     def offer(self, source: Callable[[], Iterable[tuple[str, torch.Tensor]]]) -> None:
         """Where the training side's weights can be gathered in this process, for engines that pull them on

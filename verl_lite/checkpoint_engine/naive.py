@@ -42,6 +42,4 @@ class NaiveCheckpointEngine(CheckpointEngine):
                 f"naive weight sync: no weights were offered in this process for version {version} "
                 "(the naive engine needs the rollout in the actor's process: rollout.mode=hybrid)."
             )
-        pairs = list(_SOURCE[0]())
-        self.bytes_sent = sum(t.numel() * t.element_size() for _, t in pairs)
-        return iter(pairs)
+        return iter(list(_SOURCE[0]()))

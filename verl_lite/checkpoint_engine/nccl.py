@@ -49,14 +49,13 @@ class NcclCheckpointEngine(CheckpointEngine):
         ]
 
     def send_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> list | None:
-        handle, self.bytes_sent = [], 0
+        handle = []
         for bucket in buckets(named_tensors, self.bucket_bytes):
             handle.append([(name, tuple(t.shape), t.dtype) for name, t in bucket])
             if self.rank != 0:
                 continue
             flat = torch.cat([t.detach().reshape(-1).view(torch.uint8) for _, t in bucket]).cuda()
             self.group.broadcast([flat], 0).wait()
-            self.bytes_sent += flat.numel()
         return handle if self.rank == 0 else None
 
     def receive_weights(self, handle: list, version: int) -> Iterator[tuple[str, torch.Tensor]]:

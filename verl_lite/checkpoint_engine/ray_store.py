@@ -20,16 +20,10 @@ class RayCheckpointEngine(CheckpointEngine):
     """Rank 0 owns the buckets; other actor ranks only take part in gathering full tensors."""
 
     def send_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> list | None:
-        refs, self.bytes_sent = [], 0
+        refs = []
         for bucket in buckets(named_tensors, self.bucket_bytes):
-            if self.rank != 0:
-                continue
-            payload = {}
-            for name, tensor in bucket:
-                array, dtype_name = tensor_to_numpy(tensor)
-                payload[name] = (array, dtype_name)
-                self.bytes_sent += array.nbytes
-            refs.append(ray.put(payload))
+            if self.rank == 0:
+                refs.append(ray.put({name: tensor_to_numpy(tensor) for name, tensor in bucket}))
         return refs if self.rank == 0 else None
 
     def receive_weights(self, handle: list, version: int) -> Iterator[tuple[str, torch.Tensor]]:

@@ -40,9 +40,7 @@ CLI::
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import operator
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,6 +50,7 @@ from typing import Any
 import pandas as pd
 
 from verl_lite.data.synthetic import generate_splits
+from verl_lite.workers.tools.calculator import calculator
 
 __all__ = [
     "AGENT_NAME",
@@ -61,7 +60,6 @@ __all__ = [
     "SFT_TOOL_PROB",
     "CalcProblem",
     "CalcSpec",
-    "calculate",
     "iter_rows",
     "make_problem",
     "rl_row",
@@ -143,46 +141,6 @@ class CalcProblem:
     kind: str
 
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-# results beyond this magnitude are refused, so "9**9**9"-like inputs cannot stall a rollout
-_MAX_MAGNITUDE = 1e15
-
-
-def _evaluate(node: ast.AST) -> float | int:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        value = _BINARY[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        value = _UNARY[type(node.op)](_evaluate(node.operand))
-    else:
-        raise ValueError("only numbers, + - * / and parentheses are allowed")
-    if abs(value) > _MAX_MAGNITUDE:
-        raise ValueError("result too large")
-    return value
-
-
-def calculate(expression: str) -> str:
-    """The calculator tool: the exact value of ``expression`` as text, or ``"error: <why>"``.
-
-    Integers print without a decimal point (``"23*47-158"`` -> ``"923"``), other results with up to
-    6 decimals (``"7/4"`` -> ``"1.75"``). Only numbers, ``+ - * /`` and parentheses are evaluated (no
-    names, calls or powers). Error texts never repeat the input, so an observation carries no answer
-    the model did not write itself.
-    """
-    try:
-        value = _evaluate(ast.parse(str(expression).strip(), mode="eval").body)
-    except ZeroDivisionError:
-        return "error: division by zero"
-    except (SyntaxError, ValueError, TypeError, RecursionError) as err:
-        reason = err.args[0] if isinstance(err, ValueError) and err.args else "not an arithmetic expression"
-        return f"error: {reason}"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.6f}".rstrip("0")
-    return str(int(value))
-
-
 def _phrase(op: str, n: int) -> str:
     return _PHRASES[op].format(n=n)
 
@@ -205,7 +163,9 @@ def make_problem(rng: random.Random, spec: CalcSpec) -> CalcProblem:
         start = f"{name} has {a} {obj}. {pronoun} {_phrase(op1, b)} and {_phrase(op2, c)}."
         kind, expression = "sum", f"{a}{op1}{b}{op2}{c}"
     question = f"{start} How many {obj} does {name} have now?"
-    return CalcProblem(question=question, expression=expression, answer=int(calculate(expression)), kind=kind)
+    return CalcProblem(
+        question=question, expression=expression, answer=int(calculator(expression)), kind=kind
+    )
 
 
 def _slip(answer: int, rng: random.Random) -> int:
@@ -248,7 +208,7 @@ def sft_trace(problem: CalcProblem, use_tool: bool, direct_answer: int | None = 
     return [
         user,
         {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]},
-        {"role": "tool", "name": "calculator", "content": calculate(problem.expression)},
+        {"role": "tool", "name": "calculator", "content": calculator(problem.expression)},
         {"role": "assistant", "content": f"#### {problem.answer}"},
     ]
 

@@ -35,7 +35,7 @@ from .managers import (
     get_reward_manager_cls,
     register_reward_manager,
 )
-from .processors import build_reward_processor, clip_reward, scale_reward
+from .processors import build_reward_processor
 from .scorers import SCORERS, ScoreFn, default_compute_score, get_scorer, register_scorer
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
     "build_batch_items",
     "build_reward_manager",
     "build_reward_processor",
-    "clip_reward",
     "compute_overlong_penalty",
     "default_compute_score",
     "get_reward_manager_cls",
@@ -65,6 +64,5 @@ __all__ = [
     "load_custom_reward_fn",
     "register_reward_manager",
     "register_scorer",
-    "scale_reward",
     "validate_reward_config",
 ]

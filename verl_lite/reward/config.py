@@ -2,18 +2,8 @@
 
 Each dataclass mirrors one yaml node under ``reward:``; build the whole tree from a dict or an
 OmegaConf node with :meth:`RewardConfig.from_any`. Values are validated on construction and are
-read-only afterwards. The yaml equivalent of the defaults::
-
-    reward:
-      reward_manager: naive
-      custom_reward_function: {path: null, name: compute_score}
-      overlong_buffer: {enable: false, len: 0, penalty_factor: 1.0}
-      processors: {scale: 1.0, clip_min: null, clip_max: null}
-      reward_model: {enable: false, combine: replace, micro_batch_size_per_gpu: 64,
-                     model: {path: null, trust_remote_code: false}}
-      reward_kwargs: {}
-      max_failure_fraction: 1.0
-      failure_window: 32
+read-only afterwards. The defaults are those of the ``reward:`` group of ``configs/ppo_trainer.yaml``
+(``tests/test_docs_config.py`` checks that they agree).
 """
 
 from __future__ import annotations

@@ -33,44 +33,17 @@ class Worker:
 
     def __init__(self) -> None:
         env = os.environ
-        self._rank = int(env.get("RANK", 0))
-        self._world_size = int(env.get("WORLD_SIZE", 1))
-        self._local_rank = int(env.get("LOCAL_RANK", 0))
-        self._local_world_size = int(env.get("LOCAL_WORLD_SIZE", 1))
-        self._master_addr = env.get("MASTER_ADDR", "127.0.0.1")
-        self._master_port = int(env.get("MASTER_PORT", 0) or 0)
+        # Global rank (0 .. world_size - 1) and group size.
+        self.rank = int(env.get("RANK", 0))
+        self.world_size = int(env.get("WORLD_SIZE", 1))
+        # Rank among the group's workers on this node, and how many of them the node holds.
+        self.local_rank = int(env.get("LOCAL_RANK", 0))
+        self.local_world_size = int(env.get("LOCAL_WORLD_SIZE", 1))
+        # torch.distributed rendezvous: rank 0's node and a port that was free there.
+        self.master_addr = env.get("MASTER_ADDR", "127.0.0.1")
+        self.master_port = int(env.get("MASTER_PORT", 0) or 0)
         self._meshes: dict[str, MeshRank] = {}
         load_extensions_from_env()
-
-    @property
-    def rank(self) -> int:
-        """Global rank of this worker in its group (0 .. world_size-1)."""
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        """Number of workers in the group."""
-        return self._world_size
-
-    @property
-    def local_rank(self) -> int:
-        """Rank of this worker among the group's workers on the same node."""
-        return self._local_rank
-
-    @property
-    def local_world_size(self) -> int:
-        """Number of the group's workers on this worker's node."""
-        return self._local_world_size
-
-    @property
-    def master_addr(self) -> str:
-        """Rendezvous address for ``torch.distributed`` (rank 0's node)."""
-        return self._master_addr
-
-    @property
-    def master_port(self) -> int:
-        """Rendezvous port for ``torch.distributed`` (a free port on rank 0's node)."""
-        return self._master_port
 
     def register_mesh(self, mesh_name: str, dp_rank: int, is_collect: bool) -> None:
         """Declare this worker's data-parallel rank in ``mesh_name`` for mesh-aware dispatch.
@@ -90,4 +63,4 @@ class Worker:
         return pack_tree(method(*unpack_tree(args), **unpack_tree(kwargs)))
 
     def _vl_local_rank(self) -> int:
-        return self._local_rank
+        return self.local_rank

@@ -15,7 +15,7 @@ from verl_lite.trainer.config import PPOConfig
 _QUOTED_ROWS = 3
 
 
-def _data_files(config: PPOConfig) -> list[tuple[str, str]]:
+def data_files(config: PPOConfig) -> list[tuple[str, str]]:
     """(key, path) of every training and validation data file."""
     out = []
     for key, value in (
@@ -55,7 +55,7 @@ def agent_name_problems(config: PPOConfig) -> list[str]:
 
     valid = ", ".join([*AGENT_LOOPS.names(), *(f"{v} (verl: {k})" for k, v in VERL_AGENT_NAMES.items())])
     out = []
-    for key, path in _data_files(config):
+    for key, path in data_files(config):
         try:
             names = read_column(path, "agent_name", key)
         except DataFileError:
@@ -88,7 +88,7 @@ def overlong_prompt_problems(config: PPOConfig, tokenizer: Any = None) -> list[s
         return []  # long prompts are truncated (or fail naming the key) instead
     model = config.model
     out = []
-    for key, path in _data_files(config):
+    for key, path in data_files(config):
         try:
             prompts = read_column(path, data.prompt_key, key) or []
             rewards = read_column(path, "reward_model", key) or [None] * len(prompts)

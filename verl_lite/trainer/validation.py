@@ -7,7 +7,12 @@ import json
 import os
 
 from verl_lite.trainer.config import PPOConfig
-from verl_lite.trainer.input_checks import agent_name_problems, length_problems, overlong_prompt_problems
+from verl_lite.trainer.input_checks import (
+    agent_name_problems,
+    data_files,
+    length_problems,
+    overlong_prompt_problems,
+)
 
 # actor_rollout_ref.actor.old_log_prob values.
 OLD_LOG_PROB_MODES = ("auto", "recompute")
@@ -79,10 +84,9 @@ def validate_config(config: PPOConfig) -> None:
         raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
 
 
-def _files(value) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+def _is_int(value, minimum: int | None = None) -> bool:
+    """Whether ``value`` is an integer (not a bool) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum)
 
 
 def _batch_problems(config: PPOConfig) -> list[str]:
@@ -97,7 +101,7 @@ def _batch_problems(config: PPOConfig) -> list[str]:
         ("trainer.n_gpus_per_node", config.trainer.n_gpus_per_node),
         ("trainer.nnodes", config.trainer.nnodes),
     ):
-        if not isinstance(value, int) or value < 1:
+        if not _is_int(value, 1):
             out.append(f"{key}={value!r} must be a positive integer.")
     if out:
         return out
@@ -182,16 +186,11 @@ def _name_problems(config: PPOConfig) -> list[str]:
 
 
 def _file_problems(config: PPOConfig) -> list[str]:
-    out = []
-    for key, value in (
-        ("data.train_files", config.data.train_files),
-        ("data.val_files", config.data.val_files),
-    ):
-        out += [
-            f"{key}: file {path!r} does not exist."
-            for path in _files(value)
-            if not os.path.exists(os.path.expanduser(path))
-        ]
+    out = [
+        f"{key}: file {path!r} does not exist."
+        for key, path in data_files(config)
+        if not os.path.exists(os.path.expanduser(path))
+    ]
     model_path = config.model.path
     config_json = os.path.join(model_path, "config.json")
     if not os.path.isdir(model_path):
@@ -261,12 +260,12 @@ def _checkpoint_engine_problems(config: PPOConfig) -> list[str]:
     if rollout.mode == "standalone":
         for field_name in ("nnodes", "n_gpus_per_node"):
             value = getattr(rollout, field_name)
-            if not isinstance(value, int) or value < 1:
+            if not _is_int(value, 1):
                 problems.append(f"{key}.{field_name}={value!r} is not valid; use an integer >= 1.")
-        if not isinstance(rollout.max_restarts, int) or rollout.max_restarts < 0:
+        if not _is_int(rollout.max_restarts, 0):
             problems.append(f"{key}.max_restarts={rollout.max_restarts!r} is not valid; use an integer >= 0.")
     num_workers = rollout.agent.num_workers
-    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
+    if num_workers is not None and not _is_int(num_workers, 1):
         problems.append(f"{key}.agent.num_workers={num_workers!r} is not valid; use null or an integer >= 1.")
     return problems
 
@@ -300,8 +299,11 @@ def _checkpoint_problems(config: PPOConfig) -> list[str]:
 
 def _algorithm_problems(config: PPOConfig) -> list[str]:
     out = []
+    from verl_lite.algorithms import ADV_ESTIMATORS, EstimatorNeeds, get_adv_estimator_needs
+
     estimator, n = config.algorithm.adv_estimator, config.actor_rollout_ref.rollout.n
-    needs = _estimator_needs(estimator)
+    # an unknown name is reported by _name_problems
+    needs = get_adv_estimator_needs(estimator) if estimator in ADV_ESTIMATORS else EstimatorNeeds()
     if needs.values and config.critic.enable is False:
         out.append(
             f"algorithm.adv_estimator={estimator!r} needs a critic, but critic.enable=false; enable the "
@@ -329,13 +331,6 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
     return out
 
 
-def _estimator_needs(estimator: str):
-    """What the registered estimator declares it needs (nothing for an unknown name, reported elsewhere)."""
-    from verl_lite.algorithms import ADV_ESTIMATORS, EstimatorNeeds, get_adv_estimator_needs
-
-    return get_adv_estimator_needs(estimator) if estimator in ADV_ESTIMATORS else EstimatorNeeds()
-
-
 def _policy_loss_problems(config: PPOConfig) -> list[str]:
     """Every policy-loss and rollout-correction parameter in range (the rules the worker's configs apply)."""
     from verl_lite.algorithms.config import PolicyLossConfig, policy_loss_problems
@@ -353,7 +348,7 @@ def _policy_loss_problems(config: PPOConfig) -> list[str]:
 
 def _val_batch_problems(config: PPOConfig) -> list[str]:
     size = config.data.val_batch_size
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+    if size is not None and not _is_int(size, 1):
         return [
             f"data.val_batch_size={size!r} is invalid; use a positive integer (prompts per validation "
             "generate call) or null for all at once."
@@ -361,50 +356,45 @@ def _val_batch_problems(config: PPOConfig) -> list[str]:
     return []
 
 
-def _mode_needs_staleness_bound(mode: str) -> bool:
-    """Whether the registered trainer mode runs the rollout ahead by up to the staleness bound."""
-    from verl_lite.trainer.ppo.trainer_base import TRAINERS
-
-    return mode in TRAINERS and TRAINERS.get(mode).needs_staleness_bound
-
-
 def _replay_buffer_problems(config: PPOConfig) -> list[str]:
     """DAPO's refill bound and the staleness control of the replay buffer."""
     from verl_lite.trainer.ppo.replay_buffer import OFF_POLICY_STRATEGIES
+    from verl_lite.trainer.ppo.trainer_base import TRAINERS
 
+    mode = config.trainer.mode
     out = []
     max_gen = config.algorithm.filter_groups.max_num_gen_batches
-    if isinstance(max_gen, bool) or not isinstance(max_gen, int):
+    if not _is_int(max_gen):
         out.append(
             f"algorithm.filter_groups.max_num_gen_batches={max_gen!r} is invalid; use an integer "
             "(extra generation rounds per step, <= 0 for no limit)."
         )
     staleness = config.trainer.replay_buffer
     threshold = staleness.max_off_policy_threshold
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
-    ):
+    if threshold is not None and not _is_int(threshold, 0):
         out.append(
             f"trainer.replay_buffer.max_off_policy_threshold={threshold!r} is invalid; use an integer >= 0 "
             "(steps) or null to disable staleness control."
         )
     refill = staleness.max_refill_batches
-    if isinstance(refill, bool) or not isinstance(refill, int):
+    if not _is_int(refill):
         out.append(
             f"trainer.replay_buffer.max_refill_batches={refill!r} is invalid; use an integer (replacement "
             "groups per step, in units of data.train_batch_size; <= 0 for no limit)."
         )
     sync_step = config.trainer.parameter_sync_step
-    if isinstance(sync_step, bool) or not isinstance(sync_step, int) or sync_step < 1:
+    if not _is_int(sync_step, 1):
         out.append(
             f"trainer.parameter_sync_step={sync_step!r} is invalid; use an integer >= 1 (updates between "
             "two weight syncs)."
         )
-    elif _mode_needs_staleness_bound(config.trainer.mode) and (
-        threshold is None or (isinstance(threshold, int) and threshold < sync_step - 1)
+    elif (
+        mode in TRAINERS
+        and TRAINERS.get(mode).needs_staleness_bound
+        and (threshold is None or (isinstance(threshold, int) and threshold < sync_step - 1))
     ):
         out.append(
-            f"trainer.mode={config.trainer.mode} needs trainer.replay_buffer.max_off_policy_threshold >= "
+            f"trainer.mode={mode} needs trainer.replay_buffer.max_off_policy_threshold >= "
             f"trainer.parameter_sync_step - 1 = {sync_step - 1} (got {threshold!r}): the rollout serves "
             f"weights up to {sync_step - 1} versions old between two syncs."
         )
@@ -464,11 +454,11 @@ def _multi_turn_problems(config: PPOConfig) -> list[str]:
     out = []
     for name in ("max_assistant_turns", "max_user_turns"):
         value = getattr(mt, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        if value is not None and not _is_int(value, 1):
             out.append(f"{key}.{name}={value!r} must be a positive integer or null (no limit).")
     for name in ("max_parallel_calls", "max_tool_response_length"):
         value = getattr(mt, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not _is_int(value, 1):
             out.append(f"{key}.{name}={value!r} must be a positive integer.")
     if mt.tool_response_truncate_side not in TRUNCATE_SIDES:
         out.append(
@@ -497,7 +487,7 @@ def _model_problems(config: PPOConfig) -> list[str]:
         models.append(("critic.model", config.critic.model))
     for key, model in models:
         rank, target = model.lora_rank, model.target_modules
-        if not isinstance(rank, int) or rank < 0:
+        if not _is_int(rank, 0):
             out.append(f"{key}.lora_rank={rank!r} must be a non-negative integer (0 = no LoRA).")
         if rank and not model.lora_alpha > 0:
             out.append(f"{key}.lora_alpha={model.lora_alpha!r} must be positive.")
@@ -530,19 +520,18 @@ def _engine_problems(config: PPOConfig) -> list[str]:
 
 
 def _data_source_problems(config: PPOConfig) -> list[str]:
-    from verl_lite.data.files import DataFileError
+    """Every ``data_source`` of the data files (the default for rows without one) has a scorer."""
+    from verl_lite.data.files import DataFileError, read_column
     from verl_lite.reward import validate_reward_config
 
-    sources, unreadable = set(), []
-    for key, files in (
-        ("data.train_files", config.data.train_files),
-        ("data.val_files", config.data.val_files),
-    ):
-        for path in _files(files):
-            try:
-                sources |= _data_sources_of(path, config.data.default_data_source, key)
-            except DataFileError as err:
-                unreadable.append(str(err))
+    sources, unreadable, default = set(), [], config.data.default_data_source
+    for key, path in data_files(config):
+        try:
+            values = read_column(path, "data_source", key)
+        except DataFileError as err:
+            unreadable.append(str(err))
+            continue
+        sources |= {default} if values is None else {default if v is None else v for v in values}
     if unreadable:
         return unreadable
     try:
@@ -550,14 +539,6 @@ def _data_source_problems(config: PPOConfig) -> list[str]:
     except ValueError as err:
         return [str(err)]
     return []
-
-
-def _data_sources_of(path: str, default: str, key: str) -> set[str]:
-    """Distinct ``data_source`` values of a data file (the default for rows without one)."""
-    from verl_lite.data.files import read_column
-
-    values = read_column(path, "data_source", key)
-    return {default} if values is None else {default if v is None else v for v in values}
 
 
 def _model_folder_problems(config: PPOConfig) -> list[str]:
@@ -604,31 +585,27 @@ def _data_row_problems(config: PPOConfig) -> list[str]:
 
     prompt_key = config.data.prompt_key
     out = []
-    for key, files in (
-        ("data.train_files", config.data.train_files),
-        ("data.val_files", config.data.val_files),
-    ):
-        for path in _files(files):
-            try:
-                prompts = read_column(path, prompt_key, key)
-                rewards = read_column(path, "reward_model", key)
-            except DataFileError as err:
-                out.append(str(err))
-                continue
-            if prompts is None:
-                out.append(
-                    f"{key}: 0 usable rows in {path!r}: no row has the prompt column {prompt_key!r} "
-                    "(data.prompt_key)."
-                )
-                continue
-            num_rows = len(prompts)
-            rewards = rewards or [None] * num_rows
-            reasons: dict[str, int] = {}
-            for prompt, reward in zip(prompts, rewards):
-                reason = row_skip_reason({prompt_key: prompt, "reward_model": reward}, prompt_key)
-                if reason is not None:
-                    reasons[reason] = reasons.get(reason, 0) + 1
-            if sum(reasons.values()) == num_rows:
-                detail = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
-                out.append(f"{key}: 0 usable rows in {path!r} ({num_rows} skipped: {detail}).")
+    for key, path in data_files(config):
+        try:
+            prompts = read_column(path, prompt_key, key)
+            rewards = read_column(path, "reward_model", key)
+        except DataFileError as err:
+            out.append(str(err))
+            continue
+        if prompts is None:
+            out.append(
+                f"{key}: 0 usable rows in {path!r}: no row has the prompt column {prompt_key!r} "
+                "(data.prompt_key)."
+            )
+            continue
+        num_rows = len(prompts)
+        rewards = rewards or [None] * num_rows
+        reasons: dict[str, int] = {}
+        for prompt, reward in zip(prompts, rewards):
+            reason = row_skip_reason({prompt_key: prompt, "reward_model": reward}, prompt_key)
+            if reason is not None:
+                reasons[reason] = reasons.get(reason, 0) + 1
+        if sum(reasons.values()) == num_rows:
+            detail = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+            out.append(f"{key}: 0 usable rows in {path!r} ({num_rows} skipped: {detail}).")
     return out

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from verl_lite.data.scoring import compute_score, extract_answer
-
 from .registry import register_scorer
+from .synthetic_arith import compute_synthetic_score
 
 __all__ = ["CALC_DATA_SOURCE", "assistant_text", "compute_calc_score"]
 
@@ -37,16 +36,11 @@ def compute_calc_score(
     """Reward of one calculator-task response: the last ``#### <int>`` of the assistant's own text.
 
     Returns:
-        ``{"score", "acc": 1.0 | 0.0, "pred": answer or None, "used_tool": 1.0 | 0.0}``; ``score`` /
-        ``format_score`` / 0.0 as in :func:`verl_lite.data.scoring.compute_score`; ``used_tool`` says
-        whether the response holds a tool call (a step metric: the share of rollouts calling the tool).
+        :func:`compute_synthetic_score`'s ``{"score", "acc", "pred"}`` of that text, plus ``used_tool``
+        (1.0 | 0.0): whether the response holds a tool call (a step metric: the share of rollouts calling
+        the tool).
     """
-    text = assistant_text(solution_str)
-    reward = compute_score(text, str(ground_truth), format_score=format_score, score=score)
-    correct = compute_score(text, str(ground_truth)) == 1.0
-    return {
-        "score": reward,
-        "acc": float(correct),
-        "pred": extract_answer(text),
-        "used_tool": float("<tool_call>" in solution_str),
-    }
+    result = compute_synthetic_score(
+        assistant_text(solution_str), ground_truth, extra_info, format_score, score
+    )
+    return {**result, "used_tool": float("<tool_call>" in solution_str)}

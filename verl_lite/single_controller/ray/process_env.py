@@ -8,8 +8,8 @@ import os
 # MALLOC_ARENA_MAX: the rollout servers decode and the actors train on threads other than the process's
 # main one. glibc gives such threads their own malloc arenas, whose 64 MB heaps are handed back to the
 # system as soon as they empty, so the KV cache and activation tensors of every decode step and update
-# page-fault in again (~20 k faults per 30 M-parameter batch). One arena reuses the freed memory as the
-# main thread does; the tensors are large and few, so the shared arena's lock costs nothing measurable.
+# page-fault in again. One arena reuses the freed memory as the main thread does; the tensors are large
+# and few, so the shared arena's lock costs nothing measurable.
 WORKER_ENV_DEFAULTS = {"TOKENIZERS_PARALLELISM": "false", "MALLOC_ARENA_MAX": "1"}
 
 

@@ -16,10 +16,7 @@ class Role(enum.Enum):
 
     Actor = "actor"
     Rollout = "rollout"
-    ActorRollout = "actor_rollout"
-    ActorRolloutRef = "actor_rollout_ref"
     Critic = "critic"
-    RefPolicy = "ref"
     RewardModel = "reward_model"
 
 

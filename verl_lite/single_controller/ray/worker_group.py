@@ -204,9 +204,7 @@ class RayWorkerGroup:
             if rank_zero
             else functools.partial(mode.collect, self, context=plan.context)
         )
-        future = GroupFuture(
-            lambda outs: collect(outs), refs, lambda i: self._describe(method_name, ranks[i])
-        )
+        future = GroupFuture(collect, refs, lambda i: self._describe(method_name, ranks[i]))
         return future if not spec.blocking else future.get()
 
     def _submit(self, method_name: str, ranks: list[int], plan: DispatchPlan) -> list:

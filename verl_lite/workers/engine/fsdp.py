@@ -70,9 +70,7 @@ class FSDPEngine(TrainingEngine):
     default) with fp32 gradient reduction. Gradients are averaged over data-parallel ranks by
     the reduce-scatter, which is what ``agg_loss``'s ``dp_size`` convention expects.
 
-    ``fsdp_config.param_offload`` keeps the sharded parameters, gradients and optimizer state in
-    CPU memory (FSDP2's CPUOffloadPolicy; the optimizer then steps on CPU); ``optimizer_offload``
-    alone keeps parameters on the device and parks only the AdamW state on CPU between steps.
+    Where the state lives between uses follows ``fsdp_config`` (see ``ActorFSDPConfig``).
 
     ``model_config.lora_rank > 0`` wraps a trained model (one with an optimizer) in PEFT LoRA
     adapters before sharding: the base stays frozen, and only the adapters (plus a value model's
@@ -143,9 +141,7 @@ class FSDPEngine(TrainingEngine):
         self.hf_config = model.config
         self.optimizer = self.scheduler = None
         if optim_config is not None:
-            # The fused kernel (CPU and CUDA) updates every parameter in one pass instead of a
-            # Python loop over tensors: 21 vs 107 ms a step for 30M parameters on 2 CPU cores.
-            # TRL's default optimizer (adamw_torch_fused) is the same kernel.
+            # fused: one kernel pass over every parameter instead of a Python loop (docs/benchmarks.md)
             self.optimizer = torch.optim.AdamW(
                 [p for p in model.parameters() if p.requires_grad],
                 lr=optim_config.lr,

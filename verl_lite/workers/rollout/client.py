@@ -1,9 +1,8 @@
 """``RolloutClient``: the caller's side of one rollout server, sending the requests of a moment as one call.
 
-A Ray actor call costs about a millisecond of submission, scheduling and reply here, and a step of a
-small model sends hundreds of requests: one call per request added a fifth to the tiny model's step
-(``bench/e2e_vs_trl.py --baseline``). So the requests that agent loops make in the same turn of the
-event loop (all first turns of a batch start together) go to the server as one call of
+A step sends hundreds of requests and every Ray actor call costs submission, scheduling and a reply
+(``bench/e2e_vs_trl.py --baseline`` measures it), so the requests that agent loops make in the same turn
+of the event loop (all first turns of a batch start together) go to the server as one call of
 ``RolloutWorker.generate`` and its replies stream back as they finish: each reply carries every request
 of the call that finished since the last, so a short answer never waits for a long one, and a batch that
 finishes together (``hf`` decodes it as one) comes back in one message.

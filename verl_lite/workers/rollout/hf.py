@@ -101,18 +101,6 @@ def seeded_sampler(sampling: SamplingConfig, seeds: list[int], max_steps: int = 
     return LogitsProcessorList([SeededSampler()])
 
 
-def generate_kwargs(sampling: SamplingConfig) -> dict:
-    """``model.generate`` keyword arguments of ``sampling`` (greedy or temperature / top-p / top-k)."""
-    if is_greedy(sampling):
-        return {"do_sample": False}
-    return {
-        "do_sample": True,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k if sampling.top_k and sampling.top_k > 0 else None,
-    }
-
-
 @torch.no_grad()
 def generate_batch(
     model,
@@ -133,9 +121,18 @@ def generate_batch(
     """
     input_ids, attention_mask = left_pad(prompts, pad_token_id)
     budgets = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
-    kwargs = generate_kwargs(sampling)
-    if seeds is not None and not is_greedy(sampling):
+    if is_greedy(sampling):
+        kwargs = {"do_sample": False}
+    elif seeds is not None:
         kwargs = {"do_sample": False, "logits_processor": seeded_sampler(sampling, seeds, max(budgets))}
+    else:
+        top_k = sampling.top_k if sampling.top_k and sampling.top_k > 0 else None
+        kwargs = {
+            "do_sample": True,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": top_k,
+        }
     out = model.generate(
         input_ids=input_ids.to(model.device),
         attention_mask=attention_mask.to(model.device),

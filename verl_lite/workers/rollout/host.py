@@ -91,13 +91,11 @@ class WaitingThreadExecutor(concurrent.futures.Executor):
 
     Why: torch's CPU kernels run on OpenMP, and libgomp keeps a team of threads per thread that calls
     into it. Once a process holds more such threads than it has cores, every team throttles its
-    spin-wait between parallel regions to almost nothing, and each small op then pays a sleep and a
-    wake-up: on two cores, a 30M-parameter generate ran ~30% slower and a generate + training step
-    ~18% slower when the two ran on different threads of one process (``bench/omp_threads.py``). In the
-    hybrid placement the thread that waits on the host is the one Ray runs the colocated worker's
-    methods on, the one that trains, so generation runs where training does. With no thread waiting
-    (requests from other processes, the standalone placement) the work runs on this executor's own
-    thread, always the same one.
+    spin-wait between parallel regions, and each small op then pays a sleep and a wake-up
+    (``bench/omp_threads.py``). In the hybrid placement the thread that waits on the host is the one
+    Ray runs the colocated worker's methods on, the one that trains, so generation runs where training
+    does. With no thread waiting (requests from other processes, the standalone placement) the work
+    runs on this executor's own thread, always the same one.
     """
 
     def __init__(self) -> None:

@@ -69,24 +69,18 @@ def engine_kwargs(model_path: str, config: RolloutConfig) -> tuple[bool, dict]:
     return sleep_mode, kwargs
 
 
-def sampling_params(
-    sampling: SamplingConfig,
-    max_tokens: int,
-    eos_token_ids: list[int],
-    n: int = 1,
-    only_these_stop: bool = False,
-):
-    """vLLM ``SamplingParams`` of ``sampling``: token ids only, the sampled token's log-prob, EOS stops.
+def sampling_params(sampling: SamplingConfig, max_tokens: int, eos_token_ids: list[int]):
+    """vLLM ``SamplingParams`` of one sample: token ids only, the sampled token's log-prob.
 
-    ``only_these_stop``: stop on ``eos_token_ids`` alone, not also on the model's generation-config EOS ids
-    (vLLM's ``ignore_eos`` drops those), as the hf server does.
+    It stops on ``eos_token_ids`` alone, not also on the model's generation-config EOS ids (vLLM's
+    ``ignore_eos`` drops those), as the hf server does.
     """
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     greedy = is_greedy(sampling)
     return SamplingParams(
-        n=n,
+        n=1,
         temperature=0.0 if greedy else sampling.temperature,
         top_p=1.0 if greedy else sampling.top_p,
         top_k=0 if greedy or sampling.top_k is None or sampling.top_k < 0 else sampling.top_k,
@@ -94,7 +88,7 @@ def sampling_params(
         logprobs=0,
         detokenize=False,
         stop_token_ids=eos_token_ids,
-        ignore_eos=only_these_stop,
+        ignore_eos=True,
         output_kind=RequestOutputKind.CUMULATIVE,
     )
 
@@ -176,7 +170,7 @@ class VLLMServer(RolloutServer):
     ) -> TokenOutput:
         from vllm import TokensPrompt
 
-        params = sampling_params(sampling, max_tokens, self.eos_token_ids, only_these_stop=True)
+        params = sampling_params(sampling, max_tokens, self.eos_token_ids)
         params.seed = request_seed(self.seed, request_id)  # samples independent of the batch
         self._in_flight.add(request_id)
         try:

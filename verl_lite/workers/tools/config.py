@@ -95,9 +95,7 @@ def _import(class_name: str, where: str) -> Any:
         )
     try:
         module = importlib.import_module(module_name)
-    except (
-        Exception
-    ) as err:  # a module can fail to import in any way: syntax, a missing package, its own code
+    except Exception as err:  # any way: syntax, a missing package, the module's own code
         raise ToolConfigError(
             f"{where}: class_name {class_name!r} cannot be imported ({_import_failure(err)})."
         ) from None
