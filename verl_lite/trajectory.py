@@ -1,7 +1,7 @@
 """One trajectory, declared once: its key, its tag, the columns stored under it and its group's status.
 
-A prompt group is one prompt and its ``n`` sampled responses. The controller puts a marker key
-``{uid}`` for it (tag: :func:`group_tag`); the rollout stores each response as the trajectory
+A prompt group is one prompt and its ``n`` sampled responses, named by a ``uid``; the controller's
+replay buffer registers it with a :func:`group_tag`. The rollout stores each response as the trajectory
 ``{uid}_{session}_{index}`` with the columns of :data:`COLUMNS` and a :func:`trajectory_tag` that
 also says how many samples its group has. A group's status is read from those tags
 (:func:`group_status`): nothing else writes it. Workers read and write trajectory columns only
@@ -92,7 +92,7 @@ def parse_trajectory_key(key: str) -> tuple[str, int, int]:
 
 
 def group_tag(uid: str, global_steps: int, **extra: Any) -> dict:
-    """Tag of a group marker: ``global_steps`` = the weight version its rollout is submitted for."""
+    """Tag of a prompt group: ``global_steps`` = the weight version its rollout is submitted for."""
     return {"uid": str(uid), "global_steps": int(global_steps), **extra}
 
 

@@ -90,7 +90,8 @@ def test_failed_groups_are_evicted_and_refilled(client, part):
     meta, metrics = buffer.sample(global_step=0, partition_id=part, batch_size=1)
     assert meta.group_uids() == ["ok"] and metrics["rollout_failure/evicted"] == 1.0
     assert refills == [1]
-    assert sorted(client.kv_list(part)[part]) == ["new1", "ok", "ok_0_0", "ok_1_0"]  # "bad" keys cleared
+    assert sorted(client.kv_list(part)[part]) == ["ok_0_0", "ok_1_0"]  # "bad" keys cleared
+    assert buffer.group_uids(part, "pending") == ["new1"] and buffer.group_uids(part, "failure") == []
 
 
 def test_filter_groups_evicts_zero_variance_groups_and_asks_for_replacements(client, part):
@@ -298,3 +299,22 @@ def test_state_dict_round_trip_restores_groups_fields_and_requeues_running_ones(
     meta, _ = resumed.sample(global_step=2, partition_id=part, batch_size=1)
     assert meta.group_uids() == ["taken"]  # "done" was already handed out before the checkpoint
     assert resumed.add_groups(["next"], 2, part).tags[0]["seq"] == 4
+
+
+def test_release_clears_a_sampled_batch_and_forgets_its_groups_and_resubmit_restarts_their_age(client, part):
+    buffer = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    buffer.add_groups(["a", "b"], global_steps=0, partition_id=part)
+    roll_out(client, part, "a", [0, 1], fields=True)
+    meta, _ = buffer.sample(global_step=0, partition_id=part, batch_size=1)
+    assert buffer.group_counts(part) == {"pending": 1, "running": 0, "finished": 0, "failure": 0}
+    buffer.release(meta)
+    assert client.kv_list(part)[part] == {} and buffer.group_uids(part, "finished") == []
+    assert buffer.group_uids(part, "pending") == ["b"]
+    again = buffer.resubmit(["b"], 7, part)
+    assert again.keys == ["b"] and again.global_step == 7 and again.tags[0]["global_steps"] == 7
+    cfg = ReplayBufferConfig(max_off_policy_threshold=2, **FAST)
+    strict = ReplayBuffer(cfg, client=client, refill_fn=lambda k: None)
+    strict.load_state_dict(buffer.state_dict())
+    roll_out(client, part, "b", [1, 0], step=7)
+    meta, metrics = strict.sample(global_step=8, partition_id=part, batch_size=1)  # age 1 since the resubmit
+    assert meta.group_uids() == ["b"] and metrics["off_policy/evicted"] == 0.0

@@ -36,6 +36,8 @@ class KVClient:
     def __init__(self, indexes: list, config: KVStoreConfig, store_id: str, name: str | None = None):
         self.indexes, self.config, self.store_id = list(indexes), config, store_id
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        # tensor bytes this client object has read (the index actors also count them per client name)
+        self.bytes_read = 0
 
     def __reduce__(self):
         return (KVClient, (self.indexes, self.config, self.store_id))
@@ -104,6 +106,7 @@ class KVClient:
                     at = objs == obj
                     sources.append(Source(stored[reply["refs"][obj]][name], rows[at], pos[at]))
             outputs[name] = assemble_field(name, len(keys), sources)
+        self.bytes_read += sum(reply["nbytes"] for _, reply in replies)
         return build_tensordict(len(keys), outputs)
 
     def kv_list(self, partition_id: str | None = None) -> dict[str, dict[str, dict]]:

@@ -174,7 +174,8 @@ class IndexActor:
             nbytes += int(f.nbytes[slots].sum())
         self._io[client]["gets"] += 1
         self._io[client]["bytes_read"] += nbytes
-        return {"fields": names, "cells": cells, "refs": {o: self._objects[o][0] for o in objects}}
+        refs = {o: self._objects[o][0] for o in objects}
+        return {"fields": names, "cells": cells, "refs": refs, "nbytes": nbytes}
 
     def update_tags(self, partition_id: str, keys: list[str], tags: list[dict]) -> dict:
         """Merge ``tags`` into the tags of existing ``keys``; no field changes."""

@@ -144,7 +144,7 @@ class MultiAgentLoop:
             metrics.update(mean_of_dicts(self.critic.update_critic(joint)))
         for prefix, (agent, batch) in zip(prefixes, policies):
             metrics.update({prefix + k: v for k, v in self.update_actor(agent, batch).items()})
-            self.kv.kv_clear(batch.keys + batch.group_uids(), batch.partition_id)
+            self.kv.kv_clear(batch.keys, batch.partition_id)
         return metrics
 
     def old_log_probs(self, agent: Agent, batch: KVBatchMeta, step: int) -> None:
@@ -200,7 +200,7 @@ class MultiAgentLoop:
     def submit(
         self, agent: Agent, texts: list[str], step: int, partition: str
     ) -> tuple[KVBatchMeta, list[dict]]:
-        """Pending prompt groups for the chat-templated ``texts``: their keys and tags (stored as markers),
+        """Pending prompt groups for the chat-templated ``texts``: their uids and tags (no store write),
         and the prompt rows that travel with the launch call."""
         first = self._submitted
         self._submitted += len(texts)
@@ -216,7 +216,6 @@ class MultiAgentLoop:
             for t in templated
         ]
         tags = [group_tag(uid, step) for uid in uids]
-        self.kv.kv_batch_put(uids, partition, tags=tags)
         meta = KVBatchMeta(keys=uids, tags=tags, partition_id=partition, global_step=step)
         return meta, rows
 
@@ -259,7 +258,7 @@ class MultiAgentLoop:
                 outs = self.generate(texts, step, "val", validate=True)
                 answers = [self.responses(i, out) for i, out in enumerate(outs)]
                 for out in outs:
-                    self.kv.kv_clear(out.keys + sorted({t["uid"] for t in out.tags}), "val")
+                    self.kv.kv_clear(out.keys, "val")
                 for r, it in enumerate(chunk):
                     joint = [[answers[i][r]] for i in range(n_agents)]
                     [reward] = joint_rewards(self.fn.reward_func, joint, [it], self.fn.reward_processor)

@@ -1,10 +1,10 @@
 """Decide which prompt groups are ready for training, reading only the KV store's tags.
 
-The ReplayBuffer runs in the controller and never touches a tensor: group status, age and the
-filter metric all come from tags (``client.kv_list``). Each prompt group has a marker key
-``{uid}`` (tag ``global_steps`` = the step it was submitted at) and trajectory keys
-``{uid}_{session}_{index}`` (tag ``uid``, the metric, the group's sample count), from which its status
-follows (``verl_lite.trajectory.group_status``: pending, running, finished or failure).
+The ReplayBuffer runs in the controller and never touches a tensor. It registers each prompt group
+it is given (``add_groups``: uid, the step it was submitted at, its data source) and reads the rest from
+the store's tags (``client.kv_list``): the group's trajectories ``{uid}_{session}_{index}`` (tag ``uid``,
+the metric, the group's sample count), from which its status follows
+(``verl_lite.trajectory.group_status``: pending, running, finished or failure).
 ``sample`` waits for enough finished groups, evicts failed groups, zero-variance groups (DAPO
 dynamic sampling, https://arxiv.org/abs/2503.14476) and, in asynchronous modes, groups that are
 too stale, asks ``refill_fn(k)`` for replacement prompts, and returns the oldest whole groups.
@@ -39,7 +39,7 @@ from verl_lite.trajectory import (
 )
 
 RefillFn = Callable[[int], Any]
-"""``refill_fn(k)``: submit ``k`` new prompt groups (put their markers, start their rollouts)."""
+"""``refill_fn(k)``: submit ``k`` new prompt groups (register them, start their rollouts)."""
 
 # trainer.replay_buffer.off_policy_strategy values.
 OFF_POLICY_STRATEGIES = ("drop", "wait")
@@ -140,7 +140,7 @@ class _Group:
         return (self.global_steps, self.tag.get("seq", float("inf")), self.uid)
 
     def keys(self) -> list[str]:
-        return [self.uid] + [key for key, _ in self.trajectories]
+        return [key for key, _ in self.trajectories]
 
 
 class ReplayBuffer:
@@ -160,6 +160,8 @@ class ReplayBuffer:
         self.client = client
         self.refill_fn = refill_fn
         self._seq = 0
+        # per partition: the tags of the groups submitted and not yet released or evicted, by uid
+        self._groups: dict[str, dict[str, dict]] = {}
         self._sampled: dict[str, set[str]] = {}
         self._evicted: OrderedDict[str, None] = OrderedDict()
         # per partition: the last ``failure_window`` scored groups as (uid, error or None, data_source)
@@ -175,14 +177,38 @@ class ReplayBuffer:
         partition_id: str = "train",
         tags: Sequence[dict] | None = None,
     ) -> KVBatchMeta:
-        """Put pending markers for new prompt groups (``tags`` adds per-group entries)."""
+        """Register new prompt groups as pending (``tags`` adds per-group entries); their uids and tags."""
+        registry = self._groups.setdefault(partition_id, {})
         marker_tags = []
         for i, uid in enumerate(uids):
             extra = dict(tags[i]) if tags else {}
-            marker_tags.append(group_tag(uid, global_steps, seq=self._seq, **extra))
+            registry[uid] = group_tag(uid, global_steps, seq=self._seq, **extra)
+            marker_tags.append(registry[uid])
             self._seq += 1
         self._sampled.setdefault(partition_id, set())
-        return self.client.kv_batch_put(list(uids), partition_id, tags=marker_tags)
+        return KVBatchMeta(
+            keys=list(uids), tags=marker_tags, partition_id=partition_id, global_step=global_steps
+        )
+
+    def resubmit(self, uids: Sequence[str], global_steps: int, partition_id: str = "train") -> KVBatchMeta:
+        """Groups generated again as of ``global_steps`` (their age counts from there); their uids and tags."""
+        registry = self._groups[partition_id]
+        for uid in uids:
+            registry[uid]["global_steps"] = int(global_steps)
+        return KVBatchMeta(
+            keys=list(uids),
+            tags=[registry[uid] for uid in uids],
+            partition_id=partition_id,
+            global_step=global_steps,
+        )
+
+    def release(self, trajectories: KVBatchMeta) -> None:
+        """Done with these trajectories: clear them from the store and forget their groups."""
+        partition_id = trajectories.partition_id
+        self.client.kv_clear(trajectories.keys, partition_id)
+        for uid in trajectories.group_uids():
+            self._groups.get(partition_id, {}).pop(uid, None)
+            self._sampled.get(partition_id, set()).discard(uid)
 
     def group_counts(self, partition_id: str = "train") -> dict[str, int]:
         """Groups per status (sampled groups not counted), for logging."""
@@ -207,7 +233,7 @@ class ReplayBuffer:
 
         Returns:
             ``(meta, metrics)``: the trajectory keys and tags of the chosen groups (group order,
-            oldest first; ``meta.group_uids()`` are their markers) and the eviction metrics and wait
+            oldest first; ``meta.group_uids()`` are their groups) and the eviction metrics and wait
             of this call.
         """
         cfg = self.config
@@ -220,7 +246,6 @@ class ReplayBuffer:
         while True:
             self.last_sample_polls += 1
             groups = self._scan(partition_id)
-            sampled.intersection_update(groups)  # groups cleared by the trainer are done with
             live = {uid: g for uid, g in groups.items() if uid not in sampled}
             self._judge_scoring(live, groups, partition_id, global_step)
             removed = self._evict(live, global_step, partition_id, evicted)
@@ -294,16 +319,13 @@ class ReplayBuffer:
         )
 
     def _scan(self, partition_id: str) -> dict[str, _Group]:
-        """Groups of the partition from its tags; clears late trajectories of evicted groups."""
+        """The registered groups of the partition with their trajectories' tags; clears late trajectories
+        of evicted groups."""
         listing = self.client.kv_list(partition_id)[partition_id]
-        groups: dict[str, _Group] = {}
+        groups = {uid: _Group(uid, tag) for uid, tag in self._groups.get(partition_id, {}).items()}
         by_group: dict[str, list[tuple[str, dict]]] = {}
         for key, tag in listing.items():
-            uid = group_of(key, tag)
-            if uid == key:
-                groups[uid] = _Group(uid, tag)
-            else:
-                by_group.setdefault(uid, []).append((key, tag))
+            by_group.setdefault(group_of(key, tag), []).append((key, tag))
         late = []
         for uid, trajectories in by_group.items():
             if uid in groups:
@@ -341,6 +363,7 @@ class ReplayBuffer:
         for uid, reason in reasons.items():
             counts[reason] += 1
             del live[uid]
+            del self._groups[partition_id][uid]
             self._evicted[uid] = None
         while len(self._evicted) > _EVICTED_MEMORY:
             self._evicted.popitem(last=False)
@@ -459,6 +482,7 @@ class ReplayBuffer:
         """The buffer's bookkeeping and, with ``include_store``, a snapshot of each partition it used."""
         state: dict[str, Any] = {
             "seq": self._seq,
+            "groups": {p: dict(groups) for p, groups in self._groups.items()},
             "sampled": {p: sorted(uids) for p, uids in self._sampled.items()},
             "evicted": list(self._evicted),
         }
@@ -473,6 +497,7 @@ class ReplayBuffer:
         the groups to resubmit.
         """
         self._seq = int(state["seq"])
+        self._groups = {p: dict(groups) for p, groups in state["groups"].items()}
         self._sampled = {p: set(uids) for p, uids in state["sampled"].items()}
         self._evicted = OrderedDict.fromkeys(state["evicted"])
         for partition_id, snapshot in state.get("partitions", {}).items():

@@ -210,9 +210,8 @@ class PPOTrainer:
         if self.config.trainer.rollout_data_dir:
             with self.timed("dump"):
                 self.dump_generations(self.config.trainer.rollout_data_dir, step, batch)
-        group_keys = batch.group_uids()
-        self.kv.kv_clear(batch.keys + group_keys, "train")
-        self._forget_groups(group_keys)
+        self.buffer.release(batch)
+        self._forget_groups(batch.group_uids())
         self.timing["step"] = time.perf_counter() - start
         metrics.update(self.step_metrics(batch, step))
         return metrics
@@ -252,22 +251,21 @@ class PPOTrainer:
         self.generate(self.global_step, num_prompts)
 
     def submit_prompts(self, items: list[dict], step: int, partition: str) -> KVBatchMeta:
-        """Register prompt groups with the buffer (pending markers, tags only); their keys and tags.
+        """Register prompt groups with the buffer (as pending); their uids and tags.
 
         The prompts themselves travel with the launch call (:meth:`launch`), not through the store.
         """
         self._submitted += len(items)
         uids = [f"{partition}{step}-{self._submitted - len(items) + i}" for i in range(len(items))]
-        markers = self.buffer.add_groups(
-            uids, step, partition, tags=[{"data_source": it["data_source"]} for it in items]
-        )
         self._group_info.update(
             {
                 uid: {"data_source": it["data_source"], "ground_truth": it["ground_truth"]}
                 for uid, it in zip(uids, items)
             }
         )
-        return KVBatchMeta(keys=uids, tags=markers.tags, partition_id=partition, global_step=step)
+        return self.buffer.add_groups(
+            uids, step, partition, tags=[{"data_source": it["data_source"]} for it in items]
+        )
 
     def score_and_estimate(self, batch: KVBatchMeta) -> dict[str, float]:
         """Reward-model scores, old and reference log-probs, values, then advantages in the workers."""
@@ -352,7 +350,7 @@ class PPOTrainer:
         metrics = validation_metrics(tags, n)
         if self.config.trainer.validation_data_dir:
             self.dump_generations(self.config.trainer.validation_data_dir, self.global_step, out)
-        self.kv.kv_clear(out.keys + meta.keys, "val")
+        self.buffer.release(out)
         self._forget_groups(meta.keys)
         self.on_validate_end(metrics)
         return metrics
@@ -457,9 +455,8 @@ class PPOTrainer:
         out.update(tag_metrics(batch.tags, self.config.data.max_response_length))
         # the weights being updated are version step - 1 (the actor after that many updates)
         out.update(staleness_metrics(batch.tags, trainer_version=step - 1))
-        # The store's own accounting: token tensors the controller read (should stay 0).
-        io = self.kv.io_accounting().get(self.kv.name, {})
-        out["kv/controller_bytes_read"] = float(io.get("bytes_read", 0))
+        # token tensor bytes the controller read from the store (should stay 0), as its client counts them
+        out["kv/controller_bytes_read"] = float(self.kv.bytes_read)
         return out
 
     def _total_steps(self) -> int:

@@ -216,13 +216,5 @@ class FullyAsyncTrainer(PPOTrainer):
         if not uids:
             return
         # regenerated with the restored weights: their age counts from now
-        tags = [{"global_steps": self.served_version + 1}] * len(uids)
-        self.kv.kv_update_tags(uids, TRAIN, tags)
-        listing = self.kv.kv_list(TRAIN)[TRAIN]
-        meta = KVBatchMeta(
-            keys=uids,
-            tags=[listing[uid] for uid in uids],
-            partition_id=TRAIN,
-            global_step=self.served_version + 1,
-        )
+        meta = self.buffer.resubmit(uids, self.served_version + 1, TRAIN)
         self._start(meta, [self._submitted_rows[uid] for uid in uids])
