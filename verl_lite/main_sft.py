@@ -1,6 +1,6 @@
 """Entry point: ``python -m verl_lite.main_sft [hydra overrides]`` fine-tunes a causal LM, data-parallel on Ray.
 
-Chat rows (``messages``) train on the final assistant turn; ``data.mode=pretrain`` trains on every
+Chat rows (``messages``) train on every assistant turn; ``data.mode=pretrain`` trains on every
 token of a ``text`` column. The config is built and validated before Ray starts; the process exits
 non-zero with a one-line message when anything fails.
 """

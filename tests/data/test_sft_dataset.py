@@ -1,4 +1,4 @@
-"""SFT tokenization: prompt masking, truncation accounting, pre-training mode and dynamic padding."""
+"""SFT tokenization: a loss on every assistant turn, truncation accounting, pre-training mode and dynamic padding."""
 
 from __future__ import annotations
 
@@ -21,6 +21,49 @@ def test_chat_labels_mask_the_prompt_and_keep_the_answer(tokenizer):
     # the target is the answer followed by the eos token that ends the assistant turn
     assert tokenizer.decode(ids[n_prompt:]) == "3+4=7\n#### 7<|end|>"
     assert ids[-1] == tokenizer.eos_token_id
+
+
+CONVERSATION = [
+    {"role": "system", "content": "Answer with #### and the number."},
+    {"role": "user", "content": QUESTION},
+    {"role": "assistant", "content": "3+4=7\n#### 7"},
+    {"role": "user", "content": "And if he eats 2?"},
+    {"role": "assistant", "content": "7-2=5\n#### 5"},
+    {"role": "user", "content": "Thanks."},
+]
+
+
+def masked_spans(ids: list[int], labels: list[int]) -> list[list[int]]:
+    """The runs of consecutive target positions (label != -100), in order."""
+    spans, current = [], []
+    for token, label in zip(ids, labels):
+        if label != IGNORE_INDEX:
+            current.append(token)
+        elif current:
+            spans, current = [*spans, current], []
+    return spans + ([current] if current else [])
+
+
+def test_every_assistant_turn_is_a_target_and_nothing_else(tokenizer):
+    example = encode_chat(tokenizer, CONVERSATION, max_length=256)
+    ids, labels = example["input_ids"], example["labels"]
+    # the ids are the template's rendering of the whole chat, unchanged by the span-wise tokenization
+    assert tokenizer.decode(ids) == tokenizer.apply_chat_template(CONVERSATION, tokenize=False)
+    assert all(label in (token, IGNORE_INDEX) for token, label in zip(ids, labels))
+    # each target span decodes to one assistant message and its end-of-turn token; the trailing user
+    # turn, the system turn and the generation prompts carry no loss
+    spans = [tokenizer.decode(span) for span in masked_spans(ids, labels)]
+    assert spans == [m["content"] + tokenizer.eos_token for m in CONVERSATION if m["role"] == "assistant"]
+
+
+def test_truncation_keeps_the_assistant_turns_that_fit(tokenizer):
+    full = encode_chat(tokenizer, CONVERSATION, max_length=256)
+    first_turn = tokenizer.apply_chat_template(CONVERSATION[:3], tokenize=False)
+    first_turn_end = len(tokenizer(first_turn, add_special_tokens=False)["input_ids"])
+    cut = encode_chat(tokenizer, CONVERSATION, max_length=first_turn_end + 2)
+    assert cut["input_ids"] == full["input_ids"][: first_turn_end + 2]
+    assert len(masked_spans(cut["input_ids"], cut["labels"])) == 1  # the second turn is cut away
+    assert encode_chat(tokenizer, CONVERSATION, max_length=5) is None  # only context left
 
 
 def test_rows_whose_target_is_truncated_away_are_skipped_and_counted(tokenizer):

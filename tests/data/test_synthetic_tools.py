@@ -110,13 +110,18 @@ def test_sft_rows_render_through_the_tool_template_with_a_parseable_call(tool_to
     (call,) = parse_hermes(text).calls
     assert call.name == "calculator" and calculator(call.arguments["expression"]) in text
     assert text.endswith(f"<|assistant|>#### {answer_row['messages'][-1]['content'][5:]}<|end|>")
-    # the targets are exactly the last assistant turn: the tool call, then the answer after the result
+    # every assistant turn is a target: the call row learns the call, the answer row the call and the answer
     dataset = SFTDataset([call_row, answer_row], tool_tokenizer, max_length=256)
-    for example, target in zip(dataset.examples, ['<tool_call>{"name": "calculator", ', "#### "]):
-        learned = [t for t, label in zip(example["input_ids"], example["labels"]) if label != IGNORE_INDEX]
-        assert (
-            tool_tokenizer.decode(learned).startswith(target) and learned[-1] == tool_tokenizer.eos_token_id
-        )
+    for example, targets in zip(dataset.examples, [["<tool_call>"], ["<tool_call>", "#### "]]):
+        spans = [[]]
+        for token, label in zip(example["input_ids"], example["labels"]):
+            if label != IGNORE_INDEX:
+                spans[-1].append(token)
+            elif spans[-1]:
+                spans.append([])
+        spans = [tool_tokenizer.decode(span) for span in spans if span]
+        assert [span[: len(t)] for span, t in zip(spans, targets)] == targets and len(spans) == len(targets)
+        assert all(span.endswith(tool_tokenizer.eos_token) for span in spans)
     lengths = [len(e["input_ids"]) for e in SFTDataset(rows, tool_tokenizer, max_length=512).examples]
     assert max(lengths) < 256  # well under max_position_embeddings=512
 

@@ -142,3 +142,133 @@ def test_sft_dp2_step_matches_single_process_step(tmp_path, small_sft_parquet, r
     for name, tensor in weights.items():
         torch.testing.assert_close(tensor, ref_weights[name], atol=1e-5, rtol=0)
     assert "model.embed_tokens.weight" in weights
+
+
+@pytest.fixture(scope="module")
+def two_turn_parquet(tmp_path_factory):
+    """12 two-turn conversations: the embedded task's chat rows joined in pairs (q1, a1, q2, a2)."""
+    rows = [
+        list(m) for m in pd.read_parquet(os.path.join(EMBEDDED_DATA, "sft.parquet")).iloc[:24]["messages"]
+    ]
+    path = tmp_path_factory.mktemp("two_turn") / "two_turn.parquet"
+    pd.DataFrame({"messages": [[*rows[2 * i], *rows[2 * i + 1]] for i in range(12)]}).to_parquet(path)
+    return str(path)
+
+
+MULTI_TURN_LORA_PACKED = (
+    "trainer.nnodes=2",
+    "trainer.n_gpus_per_node=1",
+    "model.lora_rank=8",
+    "model.lora_alpha=16",
+    "model.target_modules=[q_proj,v_proj]",
+    "model.lora_dropout=0.0",
+    "model.use_remove_padding=true",
+    "data.use_dynamic_bsz=true",
+    "data.max_token_len_per_gpu=160",  # two-turn rows are 69-111 tokens: one or two rows per micro-batch
+    "data.val_ratio=0",
+    "data.train_batch_size=4",
+    "data.micro_batch_size_per_gpu=2",
+    "trainer.total_training_steps=5",  # 3 steps per epoch: the resumed run crosses into epoch 1
+    "trainer.test_freq=0",
+    "trainer.save_freq=1",
+    "trainer.max_ckpt_to_keep=3",
+    "trainer.resume_mode=auto",
+    "optim.lr=1e-2",
+)
+
+
+def first_batch_reference(data_file, config):
+    """Step 1's token-mean loss, target count and per-rank micro-batch count, from the plain padded HF model.
+
+    LoRA's B matrices start at zero, so the adapted model's first forward is the base model's.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verl_lite.data.sft_dataset import SFTDataset, collate_sft
+    from verl_lite.trainer.sft.data import epoch_batches
+    from verl_lite.trainer.sft.losses import sum_token_nll
+    from verl_lite.workers.sequences import split_micro_batches
+
+    tokenizer = AutoTokenizer.from_pretrained(EMBEDDED_MODEL)
+    examples = SFTDataset(pd.read_parquet(data_file).to_dict("records"), tokenizer, 128).examples
+    data = config.data
+    rows = [examples[i] for i in epoch_batches(len(examples), data.train_batch_size, True, data.seed, 0)[0]]
+    batch = collate_sft(rows, tokenizer.pad_token_id)
+    model = AutoModelForCausalLM.from_pretrained(EMBEDDED_MODEL, dtype=torch.float32)
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    nll, count = sum_token_nll(logits, batch["labels"])
+    lengths = [len(r["input_ids"]) for r in rows]
+    # DP_COMPUTE_DATA gives rank 0 the first half of the rows, rank 1 the second; both run the larger count
+    cuts = [
+        split_micro_batches(part, max_token_len=data.max_token_len_per_gpu)
+        for part in (lengths[:2], lengths[2:])
+    ]
+    return float(nll / count), int(count), 2 * max(len(c) for c in cuts)
+
+
+def test_multi_turn_lora_packed_two_nodes_resumes_to_the_digit(tmp_path, two_turn_parquet, ray_8cpu):
+    import json
+    import shutil
+
+    from safetensors.torch import load_file
+
+    config = sft_config(tmp_path, two_turn_parquet, *MULTI_TURN_LORA_PACKED)
+    full = run(config)
+    assert [h["step"] for h in full] == [1, 2, 3, 4, 5]
+    # step 1 through packing, a token budget, LoRA and two "nodes" is the padded single-process loss over
+    # every assistant turn of the batch's four conversations
+    ref_loss, ref_targets, ref_micro = first_batch_reference(two_turn_parquet, config)
+    assert full[0]["train/loss"] == pytest.approx(ref_loss, rel=1e-5)
+    assert full[0]["train/num_units"] == ref_targets
+    assert full[0]["train/num_micro_batches"] == ref_micro
+    assert full[-1]["train/loss"] < 0.8 * full[0]["train/loss"]
+    ckpt = tmp_path / "ckpt"
+    assert sorted(p.name for p in ckpt.glob("global_step_*")) == [f"global_step_{s}" for s in (3, 4, 5)]
+    adapter = json.loads(
+        (ckpt / "global_step_5" / "actor" / "huggingface" / "adapter_config.json").read_text()
+    )
+    assert adapter["r"] == 8 and sorted(adapter["target_modules"]) == ["q_proj", "v_proj"]
+    merged = load_file(ckpt / "hf" / "model.safetensors")
+    base = load_file(os.path.join(EMBEDDED_MODEL, "model.safetensors"))
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(merged[q], base[q])  # the adapters are merged into the export
+    assert torch.equal(merged["model.layers.0.mlp.up_proj.weight"], base["model.layers.0.mlp.up_proj.weight"])
+
+    # a run killed after step 3 leaves global_step_3 as its newest checkpoint; resume_mode=auto continues it
+    for step in (4, 5):
+        shutil.rmtree(ckpt / f"global_step_{step}")
+    resumed = run(sft_config(tmp_path, two_turn_parquet, *MULTI_TURN_LORA_PACKED))
+    assert [h["step"] for h in resumed] == [4, 5]
+    # same rows, weights, AdamW moments, schedule and RNG, the same fp32 operations in the same order
+    # on CPU: the losses agree to the last bit, not just within a tolerance
+    for before, after in zip(full[3:], resumed):
+        for key in ("train/loss", "train/grad_norm", "train/lr", "train/loss_ema"):
+            assert after[key] == before[key], (key, before[key], after[key])
+    logged = [json.loads(line)["step"] for line in (tmp_path / "runs" / "sft_tiny" / "metrics.jsonl").open()]
+    assert [s for s in logged if s > 0] == [1, 2, 3, 4, 5]  # the resumed run replaced what came after step 3
+
+
+def test_resume_from_an_incomplete_checkpoint_fails_before_ray(tmp_path, small_sft_parquet):
+    bad = tmp_path / "ckpt" / "global_step_2"
+    bad.mkdir(parents=True)
+    config = sft_config(
+        tmp_path, small_sft_parquet, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={bad}"
+    )
+    with pytest.raises(ValueError, match="trainer.resume_from_path=.* is not a complete checkpoint"):
+        run(config)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.nnodes=0", "trainer.nnodes=0 must be >= 1"),
+        ("trainer.resume_mode=latest", "trainer.resume_mode='latest' is not valid"),
+        ("model.lora_rank=-1", "model.lora_rank=-1 must be a non-negative integer"),
+        ("data.max_token_len_per_gpu=0", "data.max_token_len_per_gpu=0 must be >= 1"),
+    ],
+)
+def test_bad_sft_settings_are_refused_in_one_sentence(tmp_path, small_sft_parquet, override, message):
+    extra = ("data.use_dynamic_bsz=true",) if "token_len" in override else ()
+    with pytest.raises(ValueError, match=message):
+        sft_config(tmp_path, small_sft_parquet, override, *extra)

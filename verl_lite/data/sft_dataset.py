@@ -1,14 +1,15 @@
 """Tokenize SFT chat rows (or plain text) into ``input_ids`` / ``labels`` and collate them into batches.
 
-Chat mode keeps the final assistant turn as the target: every earlier position has label -100, so
-cross-entropy covers only the answer (and its closing eos token). A row's optional ``tools`` (tool
-schemas in OpenAI function format, a list or its JSON string) reach the chat template as ``tools=``,
-as they do at rollout time; to train several assistant turns of one conversation, give one row per
-turn, each ending with it (``verl_lite.data.synthetic_tools`` does). The prompt and the answer are
-tokenized separately and concatenated, so the training sequence is exactly what the policy sees at
-rollout time (prompt ids from ``add_generation_prompt=True``, then generated ids). Pre-training mode
-makes every real token a target. Labels are aligned with ``input_ids`` (HF causal-LM convention: the
-model shifts them). Rows whose target is cut away entirely by ``max_length`` are skipped and counted.
+Chat mode learns every assistant turn of a conversation, as verl's multi-turn SFT dataset does: the
+tokens of each assistant message (its content and end-of-turn token, as the chat template renders
+them after the generation prompt) keep their ids as labels; system, user and tool turns and the
+generation prompts get -100, so cross-entropy covers only what the model would have generated. A
+row's optional ``tools`` (tool schemas in OpenAI function format, a list or its JSON string) reach
+the chat template as ``tools=``, as they do at rollout time. The rendered chat is tokenized span by
+span (context, assistant turn, context, ...), so each assistant span is exactly the ids the policy
+generates after the rendered prompt. Pre-training mode makes every real token a target. Labels are
+aligned with ``input_ids`` (HF causal-LM convention: the model shifts them). Rows are right-truncated
+to ``max_length``; rows left with no target token are skipped and counted.
 """
 
 from __future__ import annotations
@@ -37,30 +38,55 @@ def encode_chat(
     max_length: int,
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> Example | None:
-    """Token ids and prompt-masked labels of one conversation ending with an assistant turn.
+    """Token ids and labels of one conversation with a target on every assistant turn (verl's multi-turn SFT).
+
+    Each assistant message's span is what the chat template adds for it after the generation prompt
+    (its content and end-of-turn token); those tokens keep their ids as labels, every other token
+    (system, user and tool turns, generation prompts) gets -100. The text is tokenized span by span,
+    so each assistant span is exactly the ids the policy would generate after the rendered prompt.
 
     Args:
         tools: tool schemas passed to the chat template (None: a conversation without tools).
 
     Returns:
-        ``{"input_ids", "labels"}`` (lists of equal length <= ``max_length``), or None when
-        truncation leaves no target token.
+        ``{"input_ids", "labels"}`` (lists of equal length <= ``max_length``, right-truncated), or None
+        when truncation leaves no target token.
     """
-    if not messages or messages[-1]["role"] != "assistant":
-        raise ValueError("encode_chat: the last message must be the assistant turn to learn.")
+    messages = list(messages)
+    turns = [i for i, message in enumerate(messages) if message["role"] == "assistant"]
+    if not turns:
+        raise ValueError("encode_chat: a chat row needs at least one assistant message to learn.")
     extra = {"tools": list(tools)} if tools else {}
-    prompt = tokenizer.apply_chat_template(
-        list(messages[:-1]), tokenize=False, add_generation_prompt=True, **extra
-    )
-    full = tokenizer.apply_chat_template(list(messages), tokenize=False, **extra)
-    if not full.startswith(prompt):
-        raise ValueError("encode_chat: the chat template does not render the prompt as a prefix of the chat.")
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    target_ids = tokenizer(full[len(prompt) :], add_special_tokens=False)["input_ids"]
-    if len(prompt_ids) >= max_length:
+
+    def render(upto: int, generation_prompt: bool = False) -> str:
+        return tokenizer.apply_chat_template(
+            messages[:upto], tokenize=False, add_generation_prompt=generation_prompt, **extra
+        )
+
+    full = render(len(messages))
+    # (start, end, is_target) character spans of ``full``: context, assistant turn, context, ...
+    spans, done = [], 0
+    for i in turns:
+        prompt, through = render(i, generation_prompt=True), render(i + 1)
+        if not (through.startswith(prompt) and full.startswith(through)):
+            raise ValueError(
+                "encode_chat: the chat template does not render each conversation prefix as a prefix of "
+                "the whole chat, so assistant turns cannot be located."
+            )
+        spans += [(done, len(prompt), False), (len(prompt), len(through), True)]
+        done = len(through)
+    spans.append((done, len(full), False))
+    input_ids: list[int] = []
+    labels: list[int] = []
+    for start, end, is_target in spans:
+        if start == end:
+            continue
+        ids = tokenizer(full[start:end], add_special_tokens=False)["input_ids"]
+        input_ids += ids
+        labels += ids if is_target else [IGNORE_INDEX] * len(ids)
+    input_ids, labels = input_ids[:max_length], labels[:max_length]
+    if all(label == IGNORE_INDEX for label in labels):
         return None
-    input_ids = (prompt_ids + target_ids)[:max_length]
-    labels = [IGNORE_INDEX] * len(prompt_ids) + input_ids[len(prompt_ids) :]
     return {"input_ids": input_ids, "labels": labels}
 
 
@@ -81,10 +107,10 @@ class SFTDataset(Dataset):
             (pretrain mode).
         tokenizer: a HF tokenizer with a chat template (chat mode).
         max_length: longest example in tokens.
-        mode: ``"chat"`` (loss on the final assistant turn) or ``"pretrain"`` (loss on every token).
+        mode: ``"chat"`` (loss on every assistant turn) or ``"pretrain"`` (loss on every token).
 
     Attributes:
-        num_truncated: chat rows skipped because ``max_length`` cut away their whole target.
+        num_truncated: chat rows skipped because ``max_length`` cut away every assistant turn.
     """
 
     def __init__(

@@ -18,9 +18,9 @@ Splits (seeded, deterministic, no question in two of them):
 
 * ``train`` / ``val``: RL prompt rows in the GSM8K schema of ``verl_lite.data.synthetic`` plus
   ``agent_name: "tool_agent"`` and ``messages`` (the chat the agent loop renders with the tool schemas).
-* ``sft``: chat rows (``messages`` + ``tools``, the schemas as a JSON string). SFT trains on the final
-  assistant turn of a row, so a tool trace gives two rows: one ending at the tool call and one ending at
-  the answer after the tool result.
+* ``sft``: chat rows (``messages`` + ``tools``, the schemas as a JSON string). A tool trace gives two
+  rows, one ending at the tool call and one ending at the answer after the tool result; SFT trains
+  every assistant turn of a row, so the call is learned from both.
 
 The SFT traces use the calculator only sometimes, and how often depends on the problem kind
 (:data:`SFT_TOOL_PROB`: most product problems, few sum problems); the other traces answer directly

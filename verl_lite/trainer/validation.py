@@ -13,6 +13,7 @@ from verl_lite.trainer.input_checks import (
     length_problems,
     overlong_prompt_problems,
 )
+from verl_lite.workers.config import RLModelConfig
 
 # actor_rollout_ref.actor.old_log_prob values.
 OLD_LOG_PROB_MODES = ("auto", "recompute")
@@ -486,20 +487,26 @@ def _model_problems(config: PPOConfig) -> list[str]:
     if config.use_critic:
         models.append(("critic.model", config.critic.model))
     for key, model in models:
-        rank, target = model.lora_rank, model.target_modules
-        if not _is_int(rank, 0):
-            out.append(f"{key}.lora_rank={rank!r} must be a non-negative integer (0 = no LoRA).")
-        if rank and not model.lora_alpha > 0:
-            out.append(f"{key}.lora_alpha={model.lora_alpha!r} must be positive.")
-        if rank and not 0.0 <= model.lora_dropout < 1.0:
-            out.append(f"{key}.lora_dropout={model.lora_dropout!r} must be in [0, 1).")
-        names_ok = isinstance(target, (list, tuple)) and target and all(isinstance(t, str) for t in target)
+        out += lora_problems(key, model)
+        rank = model.lora_rank
         if key.startswith("actor") and config.actor_rollout_ref.rollout.name == "vllm" and rank > 512:
             out.append(f"{key}.lora_rank={rank} is above 512, the largest LoRA rank vLLM serves.")
-        if rank and target != "all-linear" and not names_ok:
-            out.append(
-                f"{key}.target_modules={target!r} must be all-linear or a non-empty list of module names."
-            )
+    return out
+
+
+def lora_problems(key: str, model: RLModelConfig) -> list[str]:
+    """One sentence per invalid LoRA setting of ``model`` (the config group at ``key``)."""
+    out = []
+    rank, target = model.lora_rank, model.target_modules
+    if not _is_int(rank, 0):
+        return [f"{key}.lora_rank={rank!r} must be a non-negative integer (0 = no LoRA)."]
+    if rank and not model.lora_alpha > 0:
+        out.append(f"{key}.lora_alpha={model.lora_alpha!r} must be positive.")
+    if rank and not 0.0 <= model.lora_dropout < 1.0:
+        out.append(f"{key}.lora_dropout={model.lora_dropout!r} must be in [0, 1).")
+    names_ok = isinstance(target, (list, tuple)) and target and all(isinstance(t, str) for t in target)
+    if rank and target != "all-linear" and not names_ok:
+        out.append(f"{key}.target_modules={target!r} must be all-linear or a non-empty list of module names.")
     return out
 
 

@@ -29,9 +29,9 @@ class ModelConfig:
 
 @dataclass
 class RLModelConfig(ModelConfig):
-    """A model the PPO workers train (actor, critic): ``ModelConfig`` plus LoRA adapters and sequence packing.
+    """A trained policy or value model (PPO's actor and critic, SFT): ``ModelConfig`` plus LoRA and packing.
 
-    SFT and reward-model training use the plain ``ModelConfig``: full fine-tuning, padded batches.
+    Reward-model training uses the plain ``ModelConfig``: full fine-tuning, padded batches.
     """
 
     # LoRA adapter rank (0 = train every weight). With a rank, PEFT adapters train on target_modules

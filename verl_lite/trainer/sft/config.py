@@ -6,8 +6,9 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from verl_lite.trainer.checkpoint import RESUME_MODES
 from verl_lite.trainer.config import RayConfig
-from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig
+from verl_lite.workers.config import EngineConfig, ModelConfig, OptimConfig, RLModelConfig
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EMBEDDED_MODEL = os.path.join(PACKAGE_DIR, "assets", "tiny_model")
@@ -29,7 +30,8 @@ class SupervisedDataConfig:
     max_length: int = 128
     # Rows per optimizer step over all data-parallel ranks (pairs for reward models).
     train_batch_size: int = 32
-    # Rows per forward/backward on one rank; train_batch_size / n_gpus_per_node / this = accumulation steps.
+    # Rows per forward/backward on one rank; train_batch_size / (nnodes x n_gpus_per_node) / this =
+    # accumulation steps (ignored with use_dynamic_bsz).
     micro_batch_size_per_gpu: int = 8
     # Shuffle training rows every epoch.
     shuffle: bool = True
@@ -41,8 +43,12 @@ class SupervisedDataConfig:
 class SFTDataConfig(SupervisedDataConfig):
     """SFT data: chat rows (``messages``) or plain text (``text``)."""
 
-    # "chat": loss on the final assistant turn only; "pretrain": loss on every real token of ``text``.
+    # "chat": loss on every assistant turn of ``messages``; "pretrain": loss on every real token of ``text``.
     mode: str = "chat"
+    # Cut each rank's rows into micro-batches by a token budget instead of micro_batch_size_per_gpu rows.
+    use_dynamic_bsz: bool = False
+    # Token budget of one micro-batch on one rank with use_dynamic_bsz (a longer row gets one of its own).
+    max_token_len_per_gpu: int = 8192
 
 
 @dataclass
@@ -71,14 +77,24 @@ class SupervisedTrainerConfig:
     total_epochs: int = 1
     # Stop after this many optimizer steps (null = total_epochs worth).
     total_training_steps: int | None = 30
+    # Nodes of the worker pool (one placement group of n_gpus_per_node slots each, as main_ppo's).
+    nnodes: int = 1
     # Worker processes (data-parallel ranks) on one node.
     n_gpus_per_node: int = 1
     # Validate every test_freq steps and at the end (<= 0: only at the end).
     test_freq: int = 10
-    # Save a checkpoint every save_freq steps (<= 0 disables); under default_local_dir/global_step_N.
+    # Save a checkpoint every save_freq steps and after the last step (<= 0 disables), published
+    # atomically as default_local_dir/global_step_N.
     save_freq: int = -1
     # Checkpoints and the final Hugging Face export (default_local_dir/hf) go here.
     default_local_dir: str = "outputs/sft"
+    # Keep only the newest max_ckpt_to_keep checkpoints (null keeps all).
+    max_ckpt_to_keep: int | None = None
+    # auto: continue from the newest complete checkpoint in default_local_dir; disable: start fresh;
+    # resume_path: continue from resume_from_path.
+    resume_mode: str = "auto"
+    # A global_step_N folder to continue from with resume_mode=resume_path.
+    resume_from_path: str | None = None
     # Write a Hugging Face folder at the end of training.
     export_hf: bool = True
     # Folder of this run's metrics.
@@ -116,17 +132,27 @@ class SupervisedConfig:
     trainer: SupervisedTrainerConfig = field(default_factory=SupervisedTrainerConfig)
     ray_kwargs: RayConfig = field(default_factory=RayConfig)
 
+    @property
+    def dp_size(self) -> int:
+        """Data-parallel ranks: ``trainer.nnodes x trainer.n_gpus_per_node``."""
+        return self.trainer.nnodes * self.trainer.n_gpus_per_node
+
     def __post_init__(self) -> None:
         if not self.model.path:
             self.model.path = EMBEDDED_MODEL
         data, trainer = self.data, self.trainer
-        dp = trainer.n_gpus_per_node
-        if dp < 1:
-            raise ValueError(f"trainer.n_gpus_per_node={dp} must be >= 1.")
+        for key in ("nnodes", "n_gpus_per_node"):
+            if getattr(trainer, key) < 1:
+                raise ValueError(f"trainer.{key}={getattr(trainer, key)} must be >= 1.")
+        dp = self.dp_size
         if data.train_batch_size % (dp * data.micro_batch_size_per_gpu):
             raise ValueError(
-                f"data.train_batch_size={data.train_batch_size} must be a multiple of trainer.n_gpus_per_node "
-                f"x data.micro_batch_size_per_gpu = {dp * data.micro_batch_size_per_gpu}."
+                f"data.train_batch_size={data.train_batch_size} must be a multiple of trainer.nnodes x "
+                f"trainer.n_gpus_per_node x data.micro_batch_size_per_gpu = {dp * data.micro_batch_size_per_gpu}."
+            )
+        if trainer.resume_mode not in RESUME_MODES:
+            raise ValueError(
+                f"trainer.resume_mode={trainer.resume_mode!r} is not valid; use one of {list(RESUME_MODES)}."
             )
         if not 0.0 <= data.val_ratio < 1.0:
             raise ValueError(f"data.val_ratio={data.val_ratio} must be in [0, 1).")
@@ -149,11 +175,22 @@ class SFTConfig(SupervisedConfig):
     """The whole SFT run (``configs/sft_trainer.yaml``)."""
 
     data: SFTDataConfig = field(default_factory=SFTDataConfig)
+    # LoRA adapters and sequence packing, with main_ppo's keys (model.lora_rank, model.use_remove_padding).
+    model: RLModelConfig = field(default_factory=RLModelConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        from verl_lite.trainer.validation import lora_problems
+
         if self.data.mode not in SFT_MODES:
             raise ValueError(f"data.mode={self.data.mode!r} must be one of {SFT_MODES}.")
+        if self.data.use_dynamic_bsz and self.data.max_token_len_per_gpu < 1:
+            raise ValueError(
+                f"data.max_token_len_per_gpu={self.data.max_token_len_per_gpu} must be >= 1 with data.use_dynamic_bsz."
+            )
+        problems = lora_problems("model", self.model)
+        if problems:
+            raise ValueError(" ".join(problems))
         if not self.data.train_files:
             if self.data.mode != "chat":
                 raise ValueError("data.mode=pretrain needs data.train_files with a 'text' column.")

@@ -1,10 +1,11 @@
 """Data-parallel workers of supervised training: a shared step loop, and the SFT (next-token) worker.
 
 The controller sends each step's global mini-batch as one right-padded TensorDict; DP_COMPUTE_DATA
-gives every rank an equal slice. A rank cuts its slice into micro-batches (gradient accumulation)
-and divides its summed loss by the *global* count of loss units (target tokens, or pairs), all-reduced
-over ranks, times ``dp_size`` because the FSDP reduce-scatter averages gradients over ranks. The
-update is therefore the token-mean over the whole global mini-batch, whatever the DP size.
+gives every rank an equal slice. A rank cuts its slice into micro-batches (gradient accumulation; by
+rows, or by a token budget with ``data.use_dynamic_bsz``) and divides its summed loss by the *global*
+count of loss units (target tokens, or pairs), all-reduced over ranks, times ``dp_size`` because the
+FSDP reduce-scatter averages gradients over ranks. The update is therefore the token-mean over the
+whole global mini-batch, whatever the DP size or the micro-batching.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from tensordict import TensorDict
 
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.trainer.sft.config import SFTConfig
-from verl_lite.trainer.sft.losses import num_targets, sum_token_nll
+from verl_lite.trainer.sft.losses import IGNORE_INDEX, num_targets, sum_token_nll
 from verl_lite.utils.config import from_config
 from verl_lite.workers.engine import get_engine
+from verl_lite.workers.sequences import split_micro_batches
 
 MicroBatch = dict[str, torch.Tensor]
 
@@ -75,7 +77,9 @@ class SupervisedWorker(Worker):
     def train_step(self, batch: TensorDict) -> dict[str, float]:
         """One optimizer step on this rank's slice of the global mini-batch; returns global metrics."""
         micro = self._micro_batches(batch)
-        (total,) = self._all_reduce([float(sum(self.count_units(mb) for mb in micro))])
+        total, num_micro = self._all_reduce(
+            [float(sum(self.count_units(mb) for mb in micro)), float(len(micro))]
+        )
         total = max(total, 1.0)
         scale = dist.get_world_size() / total
 
@@ -90,6 +94,7 @@ class SupervisedWorker(Worker):
         metrics = dict(zip(sums, (v / total for v in self._all_reduce(list(sums.values())))))
         metrics.update(self.engine.optimizer_step())
         metrics["num_units"] = total
+        metrics["num_micro_batches"] = num_micro  # summed over ranks, idle ones included
         return metrics
 
     @register(dispatch_mode=Dispatch.DP_COMPUTE_DATA)
@@ -114,10 +119,30 @@ class SupervisedWorker(Worker):
         self.engine.save_checkpoint(path)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, path: str) -> None:
+        """Restore what :meth:`save_checkpoint` wrote under ``path``."""
+        self.engine.load_checkpoint(path)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def export_hf(self, path: str) -> None:
         """A Hugging Face folder (weights, config, tokenizer) under ``path``."""
         self.engine.export_hf(path, self.tokenizer)
 
 
 class SFTWorker(SupervisedWorker):
-    """Next-token cross-entropy on target tokens (chat answers, or every token in pre-training mode)."""
+    """Next-token cross-entropy on target tokens (every assistant turn, or every token in pre-training mode)."""
+
+    def _micro_batches(self, batch: TensorDict) -> list[MicroBatch]:
+        """Rows per micro-batch, or with ``data.use_dynamic_bsz`` consecutive rows up to the token budget."""
+        data = self.config.data
+        if not data.use_dynamic_bsz:
+            return super()._micro_batches(batch)
+        lengths = batch["attention_mask"].sum(dim=1).tolist()
+        cuts = split_micro_batches(lengths, max_token_len=data.max_token_len_per_gpu)
+        micro = [self.micro_batch(batch[cut[0] : cut[-1] + 1]) for cut in cuts]
+        # FSDP gathers each layer's parameters from every rank in the forward, so all ranks must run as
+        # many micro-batches: the ones short of the most run copies whose targets are all masked (no loss)
+        most = torch.tensor(len(micro), device=self.engine.device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        idle = {**micro[0], "labels": torch.full_like(micro[0]["labels"], IGNORE_INDEX)}
+        return micro + [idle] * (int(most) - len(micro))
