@@ -14,14 +14,14 @@ from tests.workers.helpers import (
 )
 from tests.workers.probes import InspectableRollout
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.policy import PROBS_DIFF
 
 IDS = torch.tensor([[3, 4, 13, 5, 6, 7], [8, 9, 15, 10, 11, 12]])
 
 
 def probs_diff(meta) -> float:
-    return combine_shard_stats([meta.stats])[f"{PROBS_DIFF}/mean"]
+    return reduce_metrics([meta.metrics])[PROBS_DIFF]
 
 
 def _prompts(kv_store, uids):
