@@ -159,11 +159,9 @@ class MultiAgentLoop:
 
     def update_actor(self, agent: Agent, batch: KVBatchMeta) -> dict[str, float]:
         """The policy update, then its weights to its rollout servers; returns the update's metrics."""
-        update = reduce_metrics(agent.groups.actor.update_actor(batch))
-        metrics = {k: v for k, v in update.items() if k in ("actor/pg_loss", "actor/grad_norm")}
-        if "actor/kl_loss" in update:
-            metrics["reference_kl_mean"] = update["actor/kl_loss"]
-            metrics["reference_kl_penalty_mean"] = update["actor/kl_loss"] * self.args.kl_coef
+        metrics = reduce_metrics(agent.groups.actor.update_actor(batch))
+        if "actor/kl_loss" in metrics:  # the reference KL's term in the loss
+            metrics["reference_kl_penalty_mean"] = metrics["actor/kl_loss"] * self.args.kl_coef
         agent.groups.sync_weights(self.version)
         return metrics
 
