@@ -153,7 +153,6 @@ class PolicyWorker(Worker):
         sampled_rows = padded[2].sum(-1) > 0
         rejected = (kept.sum(-1) == 0) & sampled_rows
         metrics = spread("off_policy/is_weight", weights[kept.bool()])
-        del metrics["off_policy/is_weight/min"]
         metrics.update(mean_of("off_policy/is_weight/clip_fraction", clipped[padded[2].bool()]))
         metrics.update(mean_of("off_policy/rejected_fraction", rejected[sampled_rows]))
         return metrics
