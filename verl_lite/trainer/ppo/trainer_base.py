@@ -67,7 +67,7 @@ class WorkerGroups:
     reward_model: Any = None
 
     def sync_weights(self, version: int, between_aborts: bool = False) -> dict[str, float]:
-        """The actor's weights to every rollout server as ``version``; the servers' mean metrics."""
+        """The actor's weights to every rollout server as ``version``; the servers' metrics, reduced."""
         return reduce_metrics(self.placement.sync_weights(self, version, between_aborts))
 
 
