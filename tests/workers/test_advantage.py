@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from verl_lite.protocol import to_jagged
-from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.advantage import compute_shard_advantages
 
 ALGORITHM = SimpleNamespace(adv_estimator="remax", use_kl_in_reward=False, gamma=1.0, lam=1.0)
@@ -27,7 +27,7 @@ def test_remax_shard_subtracts_the_stored_greedy_baseline_and_logs_it():
     )
     fields, stats = compute_shard_advantages(td, ["p", "p"], ALGORITHM, kl_coef=0.0)
     assert [row.tolist() for row in fields["advantages"].unbind()] == [[0.75, 0.75], [-0.25]]
-    metrics = combine_shard_stats([stats])
+    metrics = reduce_metrics([stats])
     assert metrics["critic/remax_baseline/mean"] == 0.25
     # token mean of (0.75, 0.75, -0.25) = 1.25 / 3
     assert abs(metrics["critic/advantages/mean"] - 1.25 / 3) < 1e-6
@@ -74,4 +74,5 @@ def test_a_sequence_level_estimator_gives_the_same_advantages_and_stats_from_tag
         assert row.tolist() == [advantage * m for m in mask]  # bit-identical on sampled tokens, 0 elsewhere
     assert tag_stats.keys() == stats.keys()
     for key, value in stats.items():
-        assert tag_stats[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+        assert (tag_stats[key].count, tag_stats[key].reduce) == (value.count, value.reduce), key
+        assert tag_stats[key].total == pytest.approx(value.total, rel=1e-12, abs=1e-12), key

@@ -75,7 +75,7 @@ def test_a_lora_sync_carries_only_adapters_and_the_rollout_then_serves_the_actor
                 - hybrid.actor.actor_logits(IDS, torch.ones_like(IDS))[0]
             )
             assert diff.abs().max() < 1e-5
-            assert metrics[0]["update_weights/bytes"] == ADAPTER_BYTES
+            assert metrics[0]["update_weights/bytes"].value == ADAPTER_BYTES
     finally:
         release_hybrid(hybrid)
     full = sum(

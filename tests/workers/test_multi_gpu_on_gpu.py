@@ -68,5 +68,5 @@ def test_bf16_packed_update_uses_flash_attn_where_installed_and_checkpoints_cuda
         release(group)
     expected = "flash_attention_2" if is_flash_attn_2_available() else "varlen_sdpa"
     assert {r["attention"] for r in reports} == {expected}
-    assert all(torch.isfinite(torch.tensor(m["actor/grad_norm"])) for m in metrics)
+    assert all(torch.isfinite(torch.tensor(m["actor/grad_norm"].value)) for m in metrics)
     assert "cuda" in torch.load(tmp_path / "ckpt" / "extra_rank1.pt", weights_only=False)["rng"]

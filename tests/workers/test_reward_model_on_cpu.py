@@ -8,7 +8,7 @@ from tensordict import TensorDict
 
 from tests.workers.helpers import PROMPTS, RESPONSES, jagged, put_trajectories
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.reward_model import RewardModelWorker
 
 RULE_SCORES = [1.0, 0.0, 1.0, 0.0]
@@ -104,7 +104,7 @@ def test_rm_scores_equal_a_direct_forward_with_the_policy_tokenizer(tiny_model_d
     final = torch.stack([r[at] for r, at in zip(td["token_level_scores"].unbind(), last)])
     torch.testing.assert_close(final, expected, atol=1e-5, rtol=1e-5)
     assert {"rm_scores", "token_level_scores"} <= set(out.fields)
-    assert combine_shard_stats([out.stats])["critic/rm_score/mean"] == pytest.approx(
+    assert reduce_metrics([out.metrics])["critic/rm_score/mean"] == pytest.approx(
         float(expected.mean()), abs=1e-5
     )
 

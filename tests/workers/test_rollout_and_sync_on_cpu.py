@@ -14,14 +14,14 @@ from tests.workers.helpers import (
 )
 from tests.workers.probes import InspectableRollout
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.policy import PROBS_DIFF
 
 IDS = torch.tensor([[3, 4, 13, 5, 6, 7], [8, 9, 15, 10, 11, 12]])
 
 
 def probs_diff(meta) -> float:
-    return combine_shard_stats([meta.stats])[f"{PROBS_DIFF}/mean"]
+    return reduce_metrics([meta.metrics])[PROBS_DIFF]
 
 
 def _prompts(kv_store, uids):
@@ -55,7 +55,7 @@ def test_naive_sync_makes_the_colocated_server_serve_the_actor_weights(tiny_mode
         hybrid.actor.update_actor(hybrid.actor.compute_log_prob(put_trajectories(kv_store)))
         ones = torch.ones_like(IDS)
         before = hybrid.rollout.rollout_logits(IDS, ones)[0] - hybrid.actor.actor_logits(IDS, ones)[0]
-        [metrics] = hybrid.sync(7)
+        metrics = reduce_metrics(hybrid.sync(7))  # one server's records
         after = hybrid.rollout.rollout_logits(IDS, ones)[0] - hybrid.actor.actor_logits(IDS, ones)[0]
         assert before.abs().max() > 1e-3 and after.abs().max() < 1e-5
         assert hybrid.rollout.weight_version() == [7] and metrics["update_weights/bytes"] > 0

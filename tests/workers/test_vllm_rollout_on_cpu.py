@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tests.workers.helpers import PROMPTS, make_hybrid, put_trajectories, release_hybrid
-from verl_lite.trainer.ppo.metrics import combine_shard_stats
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.policy import PROBS_DIFF
 
 # Needs vLLM; tests/conftest.py fails it when vLLM is part of the set-up but broken.
@@ -26,7 +26,7 @@ def test_vllm_server_after_weight_sync_matches_actor_log_probs(tiny_model_dir, k
         assert all(0 < t["response_len"] <= 6 and t["max_weight_version"] == 5 for t in trajectories.tags)
         # vLLM's log-probs of its own samples equal the trained actor's: the new weights arrived in place.
         scored = hybrid.actor.compute_log_prob(trajectories)
-        assert combine_shard_stats([scored.stats])[f"{PROBS_DIFF}/mean"] < 1e-5
+        assert reduce_metrics([scored.metrics])[PROBS_DIFF] < 1e-5
         # vLLM's sleep mode is CUDA-only: on CPU free_cache_engine is skipped, never half-done.
         if not torch.cuda.is_available():
             assert hybrid.rollout.sleep_state()[0]["sleeps"] is False
@@ -50,6 +50,6 @@ def test_vllm_serves_a_lora_actors_adapter_and_then_matches_its_log_probs(tiny_m
             )
             # vLLM's log-probs of its own samples (base weights + the served adapter) equal the actor's.
             scored = hybrid.actor.compute_log_prob(trajectories)
-            assert combine_shard_stats([scored.stats])[f"{PROBS_DIFF}/mean"] < 1e-5
+            assert reduce_metrics([scored.metrics])[PROBS_DIFF] < 1e-5
     finally:
         release_hybrid(hybrid)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from verl_lite.trajectory import group_of
+from verl_lite.utils.metrics import Metric, merge_metrics
 
 
 @dataclass
@@ -29,10 +30,9 @@ class KVBatchMeta:
     """The step the batch belongs to: the one its prompts were submitted for, or the one training on it."""
     samples_per_prompt: int = 1
     """Trajectories per prompt group (``rollout.n``), which mini-batches keep together."""
-    stats: dict[str, float] = field(default_factory=dict)
-    """What the worker that produced this meta measured, as ``name/sum|count|max|min`` entries: the one way
-    data methods hand back metrics. ``concat`` adds sums and counts and keeps the extremes; split parts
-    start empty (each part's producer reports its own)."""
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    """What the worker that produced this meta measured, under the logged names: ``concat`` merges the
+    parts' records; split parts start empty (each part's producer reports its own)."""
 
     def __post_init__(self) -> None:
         self.keys = list(self.keys)
@@ -57,8 +57,8 @@ class KVBatchMeta:
         )
 
     def with_fields(self, names: Sequence[str]) -> KVBatchMeta:
-        """The same rows, now also holding fields ``names`` (no stats: the caller reports its own)."""
-        return replace(self, fields=sorted(set(self.fields) | set(names)), stats={})
+        """The same rows, now also holding fields ``names`` (no metrics: the caller reports its own)."""
+        return replace(self, fields=sorted(set(self.fields) | set(names)), metrics={})
 
     def chunk(self, n: int) -> list[KVBatchMeta]:
         """Exactly ``n`` contiguous parts whose sizes differ by at most one (some may be empty)."""
@@ -113,24 +113,8 @@ class KVBatchMeta:
             fields=fields,
             global_step=metas[0].global_step,
             samples_per_prompt=metas[0].samples_per_prompt,
-            stats=merge_stats(m.stats for m in metas),
+            metrics=merge_metrics(m.metrics for m in metas),
         )
-
-
-def merge_stats(parts) -> dict[str, float]:
-    """Combine ``name/sum|count|max|min`` entries: sums and counts add up, extremes stay extremes."""
-    out: dict[str, float] = {}
-    for part in parts:
-        for key, value in part.items():
-            if key not in out:
-                out[key] = value
-            elif key.endswith("/max"):
-                out[key] = max(out[key], value)
-            elif key.endswith("/min"):
-                out[key] = min(out[key], value)
-            else:
-                out[key] += value
-    return out
 
 
 def _balanced_cuts(sizes: list[int], n: int) -> list[int]:

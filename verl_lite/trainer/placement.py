@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from verl_lite.utils.metrics import Metric
 from verl_lite.utils.registry import Registry
 
 if TYPE_CHECKING:
@@ -94,8 +95,10 @@ class Placement:
             reward_model=groups.get("rm"),
         )
 
-    def sync_weights(self, groups: WorkerGroups, version: int, between_aborts: bool = False) -> list[dict]:
-        """The actor's weights to every rollout server as ``version``; each server's metrics.
+    def sync_weights(
+        self, groups: WorkerGroups, version: int, between_aborts: bool = False
+    ) -> list[dict[str, Metric]]:
+        """The actor's weights to every rollout server as ``version``; each server's metric records.
 
         ``between_aborts``: cut the generations in flight short first and let them go on after (partial
         rollout, ``AgentLoopManager.receive_weights_between_aborts``).
@@ -132,7 +135,9 @@ class HybridPlacement(Placement):
     engine_placement = "colocated"
     own_pool = False
 
-    def sync_weights(self, groups: WorkerGroups, version: int, between_aborts: bool = False) -> list[dict]:
+    def sync_weights(
+        self, groups: WorkerGroups, version: int, between_aborts: bool = False
+    ) -> list[dict[str, Metric]]:
         # each server pulls from the actor in its own process: nothing to send beforehand
         return groups.agent_loop.receive_weights(None, version)
 
@@ -145,7 +150,9 @@ class StandalonePlacement(Placement):
     engine_placement = "standalone"
     own_pool = True
 
-    def sync_weights(self, groups: WorkerGroups, version: int, between_aborts: bool = False) -> list[dict]:
+    def sync_weights(
+        self, groups: WorkerGroups, version: int, between_aborts: bool = False
+    ) -> list[dict[str, Metric]]:
         handle = groups.actor.send_weights(version)
         if between_aborts:
             return groups.agent_loop.receive_weights_between_aborts(handle, version)

@@ -1,8 +1,7 @@
 """Advantages for one group-aligned shard of trajectories: reward shaping, the estimator, statistics.
 
 Runs inside a worker on rows read from the KV store, so the controller never sees token tensors;
-it returns the new per-token fields and scalar statistics (sums, counts, extremes) that the
-controller combines across shards.
+it returns the new per-token fields and the step's ``Metric`` records under their logged names.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import torch
 
 from verl_lite.algorithms import get_adv_estimator_fn, kl_penalty, masked_mean
 from verl_lite.protocol import padded_from_jagged
+from verl_lite.utils.metrics import Metric, spread
 from verl_lite.workers.sequences import unpad_rows
 
 
@@ -21,22 +21,9 @@ def _padded(td, key: str, width: int) -> torch.Tensor:
     return padded.float()
 
 
-def stat_entries(name: str, values: torch.Tensor) -> dict[str, float]:
-    """Sum, count, max and min of ``values`` under ``name/…`` (combined later by the controller)."""
-    if values.numel() == 0:
-        return {}
-    values = values.double()
-    return {
-        f"{name}/sum": float(values.sum()),
-        f"{name}/count": float(values.numel()),
-        f"{name}/max": float(values.max()),
-        f"{name}/min": float(values.min()),
-    }
-
-
 def compute_shard_advantages(
     td, uids: list[str], algorithm: Any, kl_coef: float
-) -> tuple[dict, dict[str, float]]:
+) -> tuple[dict, dict[str, Metric]]:
     """Token rewards, advantages and returns for the rows of ``td`` (whole prompt groups).
 
     Args:
@@ -48,8 +35,8 @@ def compute_shard_advantages(
         kl_coef: current coefficient of the KL penalty in the reward.
 
     Returns:
-        ``(fields, stats)``: jagged ``token_level_rewards``, ``advantages``, ``returns``; and
-        ``stats`` as sum/count/max/min entries.
+        ``(fields, metrics)``: jagged ``token_level_rewards``, ``advantages``, ``returns``; and the
+        batch's ``Metric`` records (scores, rewards, advantages, returns, lengths, values).
     """
     lengths = td.get("responses").offsets().diff()
     width = max(1, int(lengths.max()))
@@ -58,22 +45,22 @@ def compute_shard_advantages(
         mask = mask * _padded(td, "response_mask", width)
     scores = _padded(td, "token_level_scores", width)
     rewards = scores
-    stats: dict[str, float] = {}
+    metrics: dict[str, Metric] = {}
     if algorithm.use_kl_in_reward:
         kl = kl_penalty(
             _padded(td, "old_log_probs", width), _padded(td, "ref_log_prob", width), algorithm.kl_penalty
         )
         rewards = scores - kl_coef * kl * mask
-        stats.update(stat_entries("actor/reward_kl_penalty", masked_mean(kl, mask, dim=1)))
+        metrics.update(spread("actor/reward_kl_penalty", masked_mean(kl, mask, dim=1)))
     values = _padded(td, "values", width) if "values" in td.keys() else None
     extras = {}
     if "reward_baselines" in td.keys():
         extras["reward_baselines"] = td.get("reward_baselines").reshape(-1).float()
-        stats.update(stat_entries("critic/remax_baseline", extras["reward_baselines"]))
+        metrics.update(spread("critic/remax_baseline", extras["reward_baselines"]))
     advantages, returns = _estimate(algorithm, rewards, mask, uids, values, extras)
     valid = mask.bool()
-    stats.update(
-        _step_stats(
+    metrics.update(
+        _step_metrics(
             (scores * mask).sum(dim=1),
             (rewards * mask).sum(dim=1),
             advantages[valid],
@@ -83,39 +70,36 @@ def compute_shard_advantages(
         )
     )
     if values is not None:
-        stats.update(stat_entries("critic/values", values[valid]))
+        metrics.update(spread("critic/values", values[valid]))
         residual, target = (returns - values)[valid].double(), returns[valid].double()
-        stats.update(
-            {
-                "critic/vf_residual_sqsum": float(residual.square().sum()),
-                "critic/vf_return_sqsum": float((target - target.mean()).square().sum()),
-            }
-        )
+        return_sqsum = float((target - target.mean()).square().sum())
+        if return_sqsum:  # one rank sees the whole batch, so the ratio is final here
+            metrics["critic/vf_explained_var"] = Metric(1.0 - float(residual.square().sum()) / return_sqsum)
     lengths_list = lengths.tolist()
     fields = {
         "token_level_rewards": unpad_rows(rewards, lengths_list),
         "advantages": unpad_rows(advantages.float(), lengths_list),
         "returns": unpad_rows(returns.float(), lengths_list),
     }
-    return fields, stats
+    return fields, metrics
 
 
 def advantages_from_tags(
     tags: list[dict], uids: list[str], algorithm: Any
-) -> tuple[list[float], dict[str, float]]:
+) -> tuple[list[float], dict[str, Metric]]:
     """One advantage per trajectory for a ``sequence_level`` estimator, from the tags alone.
 
     Each tag gives the trajectory's ``score``, ``sampled_len`` (tokens the model sampled),
     ``response_len`` and ``prompt_len``. The estimator sees each response as one token holding its
     score (float32, as the stored ``token_level_scores`` are), which is what a sequence-level
-    estimator reduces the tokens to; the statistics are the ones :func:`compute_shard_advantages`
+    estimator reduces the tokens to; the metrics are the ones :func:`compute_shard_advantages`
     reports, each advantage counted once per sampled token.
     """
     sampled = torch.tensor([int(t["sampled_len"]) for t in tags])
     mask = (sampled > 0).float().unsqueeze(-1)
     scores = torch.tensor([float(t["score"]) for t in tags], dtype=torch.float32).unsqueeze(-1) * mask
     advantages, returns = _estimate(algorithm, scores, mask, uids, None, {})
-    stats = _step_stats(
+    metrics = _step_metrics(
         scores[:, 0],
         scores[:, 0],
         advantages[:, 0].repeat_interleave(sampled),
@@ -123,7 +107,7 @@ def advantages_from_tags(
         torch.tensor([t["response_len"] for t in tags]),
         torch.tensor([t["prompt_len"] for t in tags]),
     )
-    return advantages[:, 0].tolist(), stats
+    return advantages[:, 0].tolist(), metrics
 
 
 def _estimate(algorithm: Any, rewards, mask, uids: list[str], values, extras: dict):
@@ -140,14 +124,14 @@ def _estimate(algorithm: Any, rewards, mask, uids: list[str], values, extras: di
     )
 
 
-def _step_stats(scores, rewards, token_advantages, token_returns, response_lengths, prompt_lengths) -> dict:
-    """The statistics every advantage computation reports: per-sequence scores and rewards, per-token
+def _step_metrics(scores, rewards, token_advantages, token_returns, response_lengths, prompt_lengths) -> dict:
+    """The metrics every advantage computation reports: per-sequence scores and rewards, per-token
     advantages and returns, and the lengths."""
     return {
-        **stat_entries("critic/score", scores),
-        **stat_entries("critic/rewards", rewards),
-        **stat_entries("critic/advantages", token_advantages),
-        **stat_entries("critic/returns", token_returns),
-        **stat_entries("response_length", response_lengths.float()),
-        **stat_entries("prompt_length", prompt_lengths.float()),
+        **spread("critic/score", scores),
+        **spread("critic/rewards", rewards),
+        **spread("critic/advantages", token_advantages),
+        **spread("critic/returns", token_returns),
+        **spread("response_length", response_lengths.float()),
+        **spread("prompt_length", prompt_lengths.float()),
     }

@@ -120,9 +120,3 @@ def global_counts(micro_batches: list[dict[str, torch.Tensor]]) -> tuple[float, 
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(counts)
     return float(counts[0]), float(counts[1])
-
-
-def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
-    """Average every metric over the entries that report it."""
-    keys = {k for entry in history for k in entry}
-    return {k: sum(e[k] for e in history if k in e) / sum(1 for e in history if k in e) for k in sorted(keys)}

@@ -13,7 +13,8 @@ from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.trajectory import read_columns, write_columns
 from verl_lite.utils.config import from_config
-from verl_lite.workers.batching import RowBatch, mean_metrics, update_passes
+from verl_lite.utils.metrics import Metric, means, reduce_metrics
+from verl_lite.workers.batching import RowBatch, update_passes
 from verl_lite.workers.config import CriticWorkerConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.sequences import response_values, unpad_rows
@@ -73,7 +74,7 @@ class CriticWorker(Worker):
         return meta.with_fields(["values"])
 
     @register(dispatch_mode=make_nd_dispatch("critic"))
-    def update_critic(self, meta: KVBatchMeta) -> dict[str, float]:
+    def update_critic(self, meta: KVBatchMeta) -> dict[str, Metric]:
         """ppo_epochs x mini-batches of the clipped value loss; returns mean ``critic/*`` metrics."""
         cfg = self.config.critic
         masked = ["response_mask"] if "response_mask" in meta.fields else []
@@ -82,11 +83,11 @@ class CriticWorker(Worker):
         history = []
         for micro, agg in update_passes(batch, cfg, meta, dp_size):
             metrics = [self.engine.forward_backward(mb, self._value_loss(agg)) for mb in micro]
-            step_metrics = mean_metrics(metrics)
-            step_metrics["vf_loss"] = sum(m["vf_loss"] for m in metrics) / dp_size
-            step_metrics.update(self.engine.optimizer_step())
+            step_metrics = reduce_metrics([means(metrics)])
+            step_metrics["critic/vf_loss"] = sum(m["critic/vf_loss"] for m in metrics) / dp_size
+            step_metrics.update({f"critic/{k}": v for k, v in self.engine.optimizer_step().items()})
             history.append(step_metrics)
-        return {f"critic/{k}": v for k, v in mean_metrics(history).items()}
+        return means(history)
 
     def _value_loss(self, agg: dict):
         cfg = self.config.critic
@@ -98,9 +99,9 @@ class CriticWorker(Worker):
                 vpreds, mb["returns"], mb["values"], mask, cfg.cliprange_value, cfg.loss_agg_mode, **agg
             )
             return loss, {
-                "vf_loss": float(loss.detach()),
-                "vf_clipfrac": float(metrics["vf_clipfrac"]),
-                "vpred_mean": float(masked_mean(vpreds.detach(), mask)),
+                "critic/vf_loss": float(loss.detach()),
+                "critic/vf_clipfrac": float(metrics["vf_clipfrac"]),
+                "critic/vpred_mean": float(masked_mean(vpreds.detach(), mask)),
             }
 
         return compute

@@ -27,22 +27,16 @@ from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.single_controller import Dispatch, Execute, Worker, make_nd_dispatch, register
 from verl_lite.trajectory import read_columns, write_columns
 from verl_lite.utils.config import from_config
-from verl_lite.workers.advantage import compute_shard_advantages, stat_entries
-from verl_lite.workers.batching import RowBatch, mean_metrics, rows_of, update_passes
+from verl_lite.utils.metrics import Metric, mean_of, means, reduce_metrics, spread
+from verl_lite.workers.advantage import compute_shard_advantages
+from verl_lite.workers.batching import RowBatch, rows_of, update_passes
 from verl_lite.workers.config import ActorRolloutRefConfig
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
 from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
 
 ROLES = ("actor", "ref")
-# compute_log_prob's stats entry: |p_actor - p_rollout| of the sampled model tokens.
-PROBS_DIFF = "training/rollout_probs_diff"
-# compute_log_prob's stats entries of the off-policy correction: the weights of trained tokens, whether a
-# sampled token's weight was truncated, whether a trajectory was rejected.
-IS_WEIGHT, IS_CLIPPED, RS_REJECTED = (
-    "off_policy/is_weight",
-    "off_policy/is_weight_clipped",
-    "off_policy/rejected",
-)
+# The mean |p_actor - p_rollout| of the sampled model tokens (compute_log_prob, or update_actor without it).
+PROBS_DIFF = "training/rollout_probs_diff_mean"
 
 
 class PolicyWorker(Worker):
@@ -123,7 +117,7 @@ class PolicyWorker(Worker):
         budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
         out, _ = self._score(self.actor, meta, True, cfg.log_prob_micro_batch_size_per_gpu, budget)
         fields = {"old_log_probs": out["lp"], "entropy": out["entropy"]}
-        stats = {}
+        metrics = {}
         if "rollout_log_probs" in meta.fields and len(meta):
             masked = "response_mask" in meta.fields
             wanted = ["rollout_log_probs", "response_mask"] if masked else ["rollout_log_probs"]
@@ -131,18 +125,19 @@ class PolicyWorker(Worker):
             diff = (out["lp"].values().exp() - td["rollout_log_probs"].values().exp()).abs()
             if masked:  # tool/observation tokens were not sampled by the rollout
                 diff = diff[td["response_mask"].values().bool()]
-            stats = stat_entries(PROBS_DIFF, diff)
+            metrics = mean_of(PROBS_DIFF, diff)
             correction = RolloutCorrectionConfig.from_any(self.config.actor)
             if correction.enabled:
-                stats.update(self._correct(fields, out, td, correction))
+                metrics.update(self._correct(fields, out, td, correction))
         result = self._write(meta, fields)
-        result.stats = stats
+        result.metrics = metrics
         return result
 
     @staticmethod
-    def _correct(fields: dict, out: dict, td, config: RolloutCorrectionConfig) -> dict[str, float]:
+    def _correct(fields: dict, out: dict, td, config: RolloutCorrectionConfig) -> dict[str, Metric]:
         """Add ``rollout_is_weights`` / ``rollout_rs_mask`` to ``fields`` from the old log-probs ``out["lp"]``
-        and ``td``'s ``rollout_log_probs`` (and ``response_mask``); returns their stats."""
+        and ``td``'s ``rollout_log_probs`` (and ``response_mask``); returns their metrics: the weights of
+        trained tokens, the share of sampled tokens whose weight was truncated, of trajectories rejected."""
         old = rows_of(out, "lp")
         rollout = rows_of(td, "rollout_log_probs")
         sampled = (
@@ -157,10 +152,10 @@ class PolicyWorker(Worker):
         fields["rollout_rs_mask"] = unpad_rows(kept, lengths)
         sampled_rows = padded[2].sum(-1) > 0
         rejected = (kept.sum(-1) == 0) & sampled_rows
-        stats = stat_entries(IS_WEIGHT, weights[kept.bool()])
-        stats.update(stat_entries(IS_CLIPPED, clipped[padded[2].bool()].double()))
-        stats.update(stat_entries(RS_REJECTED, rejected[sampled_rows].double()))
-        return stats
+        metrics = spread("off_policy/is_weight", weights[kept.bool()])
+        metrics.update(mean_of("off_policy/is_weight/clip_fraction", clipped[padded[2].bool()]))
+        metrics.update(mean_of("off_policy/rejected_fraction", rejected[sampled_rows]))
+        return metrics
 
     @register(dispatch_mode=make_nd_dispatch("ref"))
     def compute_ref_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
@@ -180,8 +175,8 @@ class PolicyWorker(Worker):
         return meta.with_fields(fields)
 
     @register(dispatch_mode=Dispatch.RANK_ZERO, execute_mode=Execute.RANK_ZERO)
-    def compute_advantage(self, meta: KVBatchMeta, algorithm: Any, kl_coef: float = 0.0) -> dict[str, float]:
-        """Token rewards, advantages and returns for the whole batch; returns its sum/count/max/min statistics.
+    def compute_advantage(self, meta: KVBatchMeta, algorithm: Any, kl_coef: float = 0.0) -> dict[str, Metric]:
+        """Token rewards, advantages and returns for the whole batch; returns its metrics.
 
         One rank sees every row, so batch-wide normalisation (GAE and REINFORCE++ whitening) uses the
         whole batch whatever the data-parallel size; the math is elementwise and cheap next to a forward.
@@ -198,14 +193,15 @@ class PolicyWorker(Worker):
         if get_adv_estimator_needs(algorithm.adv_estimator).greedy_baseline:
             wanted.append("reward_baselines")
         td = read_columns(self.kv, meta, wanted)
-        fields, stats = compute_shard_advantages(td, meta.group_ids(), algorithm, kl_coef)
+        fields, metrics = compute_shard_advantages(td, meta.group_ids(), algorithm, kl_coef)
         write_columns(self.kv, meta.keys, meta.partition_id, fields)
-        return stats
+        return metrics
 
     # ---- PPO update -----------------------------------------------------------------------------
     @register(dispatch_mode=make_nd_dispatch("actor"))
-    def update_actor(self, meta: KVBatchMeta) -> dict[str, float]:
-        """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns mean metrics."""
+    def update_actor(self, meta: KVBatchMeta) -> dict[str, Metric]:
+        """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns ``actor/*`` means
+        over the mini-batches (and ``training/rollout_probs_diff_mean`` when nothing recomputed old log-probs)."""
         cfg = self.config.actor
         # Without old_log_probs (one on-policy pass) the update's own detached log-probs stand in.
         fields = ["prompts", "responses"]
@@ -237,12 +233,16 @@ class PolicyWorker(Worker):
             mb_metrics = [
                 self.actor.forward_backward(mb, self._policy_loss(loss_fn, loss_config, agg)) for mb in micro
             ]
-            summed = {k: sum(m[k] for m in mb_metrics) for k in ("pg_loss", "kl_loss") if k in mb_metrics[0]}
-            averaged = mean_metrics(mb_metrics)
+            summed = {
+                k: sum(m[k] for m in mb_metrics)
+                for k in ("actor/pg_loss", "actor/kl_loss")
+                if k in mb_metrics[0]
+            }
+            averaged = reduce_metrics([means(mb_metrics)])
             averaged.update({k: v / dp_size for k, v in summed.items()})
-            averaged.update(self.actor.optimizer_step())
+            averaged.update({f"actor/{k}": v for k, v in self.actor.optimizer_step().items()})
             history.append(averaged)
-        return {f"actor/{k}": v for k, v in mean_metrics(history).items()}
+        return means(history)
 
     def _policy_loss(self, loss_fn, loss_config: PolicyLossConfig, agg: dict):
         cfg = self.config.actor
@@ -264,7 +264,7 @@ class PolicyWorker(Worker):
                 old_log_prob = log_prob.detach()
                 if "rollout_log_probs" in mb:
                     diff = (old_log_prob.exp() - mb["rollout_log_probs"].exp()).abs()
-                    extra_metrics["rollout_probs_diff_mean"] = float(masked_mean(diff, mask))
+                    extra_metrics[PROBS_DIFF] = float(masked_mean(diff, mask))
             pg_loss, pg_metrics = loss_fn(
                 old_log_prob,
                 log_prob,
@@ -276,10 +276,10 @@ class PolicyWorker(Worker):
             )
             loss = pg_loss
             metrics = {
-                "pg_loss": float(pg_loss.detach()),
-                "entropy": float(masked_mean(entropy.detach(), mask)),
+                "actor/pg_loss": float(pg_loss.detach()),
+                "actor/entropy": float(masked_mean(entropy.detach(), mask)),
             }
-            metrics.update({k: float(v) for k, v in pg_metrics.items()})
+            metrics.update({f"actor/{k}": float(v) for k, v in pg_metrics.items()})
             metrics.update(extra_metrics)
             if cfg.entropy_coeff:
                 loss = loss - cfg.entropy_coeff * agg_loss(entropy, mask, cfg.loss_agg_mode, **agg)
@@ -287,7 +287,7 @@ class PolicyWorker(Worker):
                 kl = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
                 kl_loss = agg_loss(kl, mask, cfg.loss_agg_mode, **agg)
                 loss = loss + cfg.kl_loss_coef * kl_loss
-                metrics["kl_loss"] = float(kl_loss.detach())
+                metrics["actor/kl_loss"] = float(kl_loss.detach())
             return loss, metrics
 
         return compute
@@ -322,4 +322,4 @@ def _stack_rows(rows: list[torch.Tensor]) -> torch.Tensor:
     return out
 
 
-__all__ = ["IS_CLIPPED", "IS_WEIGHT", "PROBS_DIFF", "RS_REJECTED", "PolicyWorker"]
+__all__ = ["PROBS_DIFF", "PolicyWorker"]

@@ -21,11 +21,11 @@ from verl_lite.kv import KVBatchMeta, get_kv_client
 from verl_lite.protocol import padded_from_jagged, to_jagged
 from verl_lite.single_controller import Dispatch, Worker, register
 from verl_lite.trajectory import read_columns, write_columns
-from verl_lite.workers.advantage import stat_entries
+from verl_lite.utils.metrics import spread
 from verl_lite.workers.batching import rows_of
 from verl_lite.workers.sequences import on_last_token, split_micro_batches
 
-# The stats compute_rm_score hands back (sum/count/max/min of the model's sequence scores).
+# The metrics compute_rm_score hands back: mean, max and min of the model's sequence scores.
 RM_SCORE = "critic/rm_score"
 
 
@@ -116,7 +116,7 @@ class RewardModelWorker(Worker):
         Reads ``prompts`` and ``responses`` (and the rule-based ``token_level_scores`` and the
         ``response_mask`` when present). Both written fields are response-length rows with the sequence
         score on the last token the model generated (a multi-turn response may end in a tool's tokens).
-        Hands back ``critic/rm_score`` stats.
+        Hands back ``critic/rm_score/{mean,max,min}`` metrics.
         """
         if not len(meta):
             return meta
@@ -142,7 +142,7 @@ class RewardModelWorker(Worker):
         fields = {"rm_scores": token_level(rm.tolist()), "token_level_scores": token_level(final)}
         write_columns(self.kv, meta.keys, meta.partition_id, fields)
         out = meta.with_fields(fields)
-        out.stats = stat_entries(RM_SCORE, rm)
+        out.metrics = spread(RM_SCORE, rm)
         return out
 
 

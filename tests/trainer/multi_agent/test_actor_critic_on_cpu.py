@@ -86,9 +86,9 @@ def test_iac_trains_one_critic_per_agent(runs):
             assert f"policy_{k}/critic/vf_loss" in h
             assert f"policy_{k}/critic/returns/mean" in h
         assert 0.0 < h["turn_1/reward_mean"] <= 1.0
-        kl = h["policy_0/reference_kl_mean"]
+        kl = h["policy_0/actor/kl_loss"]
         assert kl >= 0.0 and h["policy_0/reference_kl_penalty_mean"] == pytest.approx(0.01 * kl)
-    assert "reference_kl_mean" not in str(runs["maac"]["history"])  # off without kl_coef
+    assert "actor/kl_loss" not in str(runs["maac"]["history"])  # off without kl_coef
 
 
 def test_maac_trains_one_centralised_critic_on_every_agents_answers(runs):

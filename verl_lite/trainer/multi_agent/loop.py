@@ -17,8 +17,8 @@ from verl_lite.kv import KVBatchMeta
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MAGRPOConfig
-from verl_lite.trainer.ppo.metrics import combine_shard_stats, mean_of_dicts
 from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key, write_columns
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.sequences import on_last_token
 
 
@@ -135,13 +135,13 @@ class MultiAgentLoop:
                 batch.fields = critic.compute_values(batch).fields
             elif joint is not None:
                 batch.fields = joint.fields
-            stats = agent.groups.actor.compute_advantage(batch, agent.config.algorithm, 0.0)
+            records = [agent.groups.actor.compute_advantage(batch, agent.config.algorithm, 0.0)]
             batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
-            metrics.update({prefix + k: v for k, v in combine_shard_stats([stats]).items()})
             if critic is not None:
-                metrics.update({prefix + k: v for k, v in mean_of_dicts(critic.update_critic(batch)).items()})
+                records += critic.update_critic(batch)
+            metrics.update({prefix + k: v for k, v in reduce_metrics(records).items()})
         if joint is not None:
-            metrics.update(mean_of_dicts(self.critic.update_critic(joint)))
+            metrics.update(reduce_metrics(self.critic.update_critic(joint)))
         for prefix, (agent, batch) in zip(prefixes, policies):
             metrics.update({prefix + k: v for k, v in self.update_actor(agent, batch).items()})
             self.kv.kv_clear(batch.keys, batch.partition_id)
@@ -159,11 +159,9 @@ class MultiAgentLoop:
 
     def update_actor(self, agent: Agent, batch: KVBatchMeta) -> dict[str, float]:
         """The policy update, then its weights to its rollout servers; returns the update's metrics."""
-        update = mean_of_dicts(agent.groups.actor.update_actor(batch))
-        metrics = {k: v for k, v in update.items() if k in ("actor/pg_loss", "actor/grad_norm")}
-        if "actor/kl_loss" in update:
-            metrics["reference_kl_mean"] = update["actor/kl_loss"]
-            metrics["reference_kl_penalty_mean"] = update["actor/kl_loss"] * self.args.kl_coef
+        metrics = reduce_metrics(agent.groups.actor.update_actor(batch))
+        if "actor/kl_loss" in metrics:  # the reference KL's term in the loss
+            metrics["reference_kl_penalty_mean"] = metrics["actor/kl_loss"] * self.args.kl_coef
         agent.groups.sync_weights(self.version)
         return metrics
 

@@ -1,47 +1,11 @@
-"""Turn what workers return (scalars, shard statistics, tags) into one flat metrics dict per step."""
+"""The controller's own metrics: those read from trajectory tags (accuracy, lengths, agents, staleness).
+
+What workers measure comes back as ``verl_lite.utils.metrics.Metric`` records, reduced there.
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-
-
-def combine_shard_stats(shards: Iterable[dict[str, float]]) -> dict[str, float]:
-    """Merge ``name/sum|count|max|min`` entries of several shards into ``name/mean|max|min``.
-
-    Also derives ``critic/vf_explained_var`` from the value residual sums when present.
-    """
-    total: dict[str, float] = defaultdict(float)
-    extremes: dict[str, list[float]] = defaultdict(list)
-    for shard in shards:
-        for key, value in shard.items():
-            if key.endswith(("/max", "/min")):
-                extremes[key].append(value)
-            else:
-                total[key] += value
-    out: dict[str, float] = {}
-    for key, value in total.items():
-        if key.endswith("/sum"):
-            name = key[: -len("/sum")]
-            out[f"{name}/mean"] = value / max(total.get(f"{name}/count", 0.0), 1.0)
-    for key, values in extremes.items():
-        out[key] = max(values) if key.endswith("/max") else min(values)
-    if total.get("critic/vf_return_sqsum"):
-        out["critic/vf_explained_var"] = (
-            1.0 - total["critic/vf_residual_sqsum"] / total["critic/vf_return_sqsum"]
-        )
-    return out
-
-
-def mean_of_dicts(entries: Iterable[dict[str, float]]) -> dict[str, float]:
-    """Average each key over the dicts that report it (per-rank update metrics)."""
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for entry in entries:
-        for key, value in entry.items():
-            sums[key] += float(value)
-            counts[key] += 1
-    return {key: sums[key] / counts[key] for key in sums}
 
 
 def tag_metrics(tags: list[dict], max_response_length: int) -> dict[str, float]:

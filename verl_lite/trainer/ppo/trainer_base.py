@@ -29,19 +29,13 @@ from verl_lite.trainer.checkpoint import (
 from verl_lite.trainer.config import PPOConfig
 from verl_lite.trainer.generation_dump import generation_rows, write_generations
 from verl_lite.trainer.ppo.balance import balance_by_length
-from verl_lite.trainer.ppo.metrics import (
-    combine_shard_stats,
-    mean_of_dicts,
-    staleness_metrics,
-    tag_metrics,
-    validation_metrics,
-)
+from verl_lite.trainer.ppo.metrics import staleness_metrics, tag_metrics, validation_metrics
 from verl_lite.trajectory import ROLLOUT_COLUMNS
+from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.utils.registry import Registry
 from verl_lite.workers.advantage import advantages_from_tags
 from verl_lite.workers.agent_loop.manager import PendingSequences
 from verl_lite.workers.agent_loop.worker import REQUESTS_RETRIED, REWARD_SECONDS, SERVER_RESTARTS, prompt_rows
-from verl_lite.workers.policy import IS_CLIPPED, IS_WEIGHT, PROBS_DIFF, RS_REJECTED
 
 TRAINERS: Registry[type] = Registry("trainer mode")
 
@@ -73,8 +67,8 @@ class WorkerGroups:
     reward_model: Any = None
 
     def sync_weights(self, version: int, between_aborts: bool = False) -> dict[str, float]:
-        """The actor's weights to every rollout server as ``version``; the servers' mean metrics."""
-        return mean_of_dicts(self.placement.sync_weights(self, version, between_aborts))
+        """The actor's weights to every rollout server as ``version``; the servers' metrics, reduced."""
+        return reduce_metrics(self.placement.sync_weights(self, version, between_aborts))
 
 
 class PPOTrainer:
@@ -235,12 +229,11 @@ class PPOTrainer:
 
     def finish_generation(self, pending: PendingSequences) -> None:
         """Wait for a started generation; add its reward time and fault counters to this step's."""
-        out = self.groups.agent_loop.collect_sequences(pending)
+        rolled = reduce_metrics([self.groups.agent_loop.collect_sequences(pending).metrics])
         # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
-        reward_s = out.stats.get(f"{REWARD_SECONDS}/max", 0.0)
-        self.timing["reward"] = self.timing.get("reward", 0.0) + reward_s
+        self.timing["reward"] = self.timing.get("reward", 0.0) + rolled.get(REWARD_SECONDS, 0.0)
         for name in self.rollout_counts:
-            self.rollout_counts[name] += out.stats.get(f"{name}/sum", 0.0)
+            self.rollout_counts[name] += rolled.get(name, 0.0)
 
     def sync_weights(self, version: int) -> dict[str, float]:
         """The actor's weights to every rollout server as ``version`` (in place when colocated)."""
@@ -275,11 +268,11 @@ class PPOTrainer:
             with self.timed("reward"):
                 rm_scored = self.groups.reward_model.compute_rm_score(batch)
             batch.fields = rm_scored.fields
-            metrics.update(combine_shard_stats([rm_scored.stats]))
+            metrics.update(reduce_metrics([rm_scored.metrics]))
         if cfg.recompute_old_log_prob:
             with self.timed("old_log_prob"):
                 scored = actor.compute_log_prob(batch)
-            metrics.update(_log_prob_metrics(combine_shard_stats([scored.stats])))
+            metrics.update(reduce_metrics([scored.metrics]))
             batch.fields = scored.fields
         if cfg.use_reference:
             with self.timed("ref"):
@@ -289,13 +282,13 @@ class PPOTrainer:
                 batch.fields = self.groups.critic.compute_values(batch).fields
         with self.timed("adv"):
             if self._advantages_from_tags(batch):
-                advantages, stats = advantages_from_tags(batch.tags, batch.group_ids(), cfg.algorithm)
+                advantages, records = advantages_from_tags(batch.tags, batch.group_ids(), cfg.algorithm)
                 for tag, advantage in zip(batch.tags, advantages):
                     tag["advantage"] = advantage
             else:
-                stats = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
+                records = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
                 batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
-        metrics.update(combine_shard_stats([stats]))
+        metrics.update(reduce_metrics([records]))
         if cfg.algorithm.use_kl_in_reward and "actor/reward_kl_penalty/mean" in metrics:
             self.kl_ctrl.update(metrics["actor/reward_kl_penalty/mean"], len(batch))
             metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
@@ -317,15 +310,10 @@ class PPOTrainer:
         metrics: dict[str, float] = {}
         if self.groups.critic is not None:
             with self.timed("update_critic"):
-                metrics.update(mean_of_dicts(self.groups.critic.update_critic(batch)))
+                metrics.update(reduce_metrics(self.groups.critic.update_critic(batch)))
         if step > self.config.trainer.critic_warmup:
             with self.timed("update_actor"):
-                actor_metrics = mean_of_dicts(self.groups.actor.update_actor(batch))
-            # without the old-log-prob pass, the update measures the rollout/actor mismatch itself
-            diff = actor_metrics.pop("actor/rollout_probs_diff_mean", None)
-            if diff is not None:
-                actor_metrics["training/rollout_probs_diff_mean"] = diff
-            metrics.update(actor_metrics)
+                metrics.update(reduce_metrics(self.groups.actor.update_actor(batch)))
         return metrics
 
     def validate(self) -> dict[str, float]:
@@ -469,15 +457,3 @@ class PPOTrainer:
                 else self.config.trainer.total_training_steps
             )
         return total
-
-
-def _log_prob_metrics(stats: dict[str, float]) -> dict[str, float]:
-    """The logged names of compute_log_prob's combined stats (rollout mismatch, off-policy correction)."""
-    names = {
-        f"{PROBS_DIFF}/mean": "training/rollout_probs_diff_mean",
-        f"{IS_WEIGHT}/mean": f"{IS_WEIGHT}/mean",
-        f"{IS_WEIGHT}/max": f"{IS_WEIGHT}/max",
-        f"{IS_CLIPPED}/mean": f"{IS_WEIGHT}/clip_fraction",
-        f"{RS_REJECTED}/mean": "off_policy/rejected_fraction",
-    }
-    return {logged: stats[key] for key, logged in names.items() if key in stats}

@@ -21,6 +21,7 @@ from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
 from verl_lite.utils.config import from_config
 from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
+from verl_lite.utils.metrics import Metric
 from verl_lite.workers.agent_loop.worker import FINISHED_AT, SERVER_RESTARTS
 
 
@@ -36,7 +37,8 @@ class PendingSequences:
         """When the last worker finished (``time.time()``), once :meth:`done`; None before."""
         if not self.done():
             return None
-        return max(float(out.stats.get(FINISHED_AT, 0.0)) for out in ray.get(self.refs)) if self.refs else 0.0
+        ends = [out.metrics[FINISHED_AT].total for out in ray.get(self.refs) if FINISHED_AT in out.metrics]
+        return max(ends, default=0.0)
 
     def done(self) -> bool:
         """True when every worker has finished (collecting then does not wait)."""
@@ -138,10 +140,11 @@ class AgentLoopManager:
         if self.sleeps:  # scoring and training need no engine memory
             self.rollout.sleep()
         elif self.recovery is not None and not pending.validate:
-            out.stats[f"{SERVER_RESTARTS}/sum"] = float(ray.get(self.recovery.take_restarts.remote()))
+            restarts = float(ray.get(self.recovery.take_restarts.remote()))
+            out.metrics[SERVER_RESTARTS] = Metric(restarts, reduce="sum")
         return out
 
-    def receive_weights(self, handle: Any, version: int) -> list[dict[str, float]]:
+    def receive_weights(self, handle: Any, version: int) -> list[dict[str, Metric]]:
         """Every server loads the weights behind ``handle`` as ``version``; returns each one's metrics.
 
         Standalone: the weights are published on the board first (a server Ray restarts later loads them
@@ -152,7 +155,7 @@ class AgentLoopManager:
         ray.get(self.recovery.publish.remote(handle, version))
         return list(self.rollout.execute_on_live("receive_weights", handle, version).values())
 
-    def receive_weights_between_aborts(self, handle: Any, version: int) -> list[dict[str, float]]:
+    def receive_weights_between_aborts(self, handle: Any, version: int) -> list[dict[str, Metric]]:
         """:meth:`receive_weights` with the generations in flight cut short first and let go after.
 
         Partial rollout (standalone placement): ``abort_all`` returns every running request with its

@@ -34,6 +34,7 @@ from verl_lite.trajectory import (
     write_columns,
 )
 from verl_lite.utils.config import from_config
+from verl_lite.utils.metrics import Metric
 from verl_lite.workers.agent_loop.base import AgentLoopContext, AgentLoopOutput, get_agent_loop
 from verl_lite.workers.agent_loop.servers import LeastLoadedServers, StickyClient
 from verl_lite.workers.config import ActorRolloutRefConfig, SamplingConfig
@@ -41,14 +42,13 @@ from verl_lite.workers.sequences import on_last_token
 
 # One greedy decode per prompt: the baseline response of estimators that declare greedy_baseline (ReMax).
 GREEDY_SAMPLING = SamplingConfig(n=1, temperature=0.0, do_sample=False)
-# The stats entry (sum/count/max/min) of the seconds one agent-loop worker spent scoring.
+# The metrics a generation hands back: the seconds the slowest agent-loop worker spent scoring; counters
+# (summed) of requests sent again because their server died and of servers Ray restarted (the manager
+# adds those); when (``time.time()``) the last worker's call ended, for the rollout's idle time.
 REWARD_SECONDS = "timing_s/reward"
-# Counters handed back as ``<name>/sum`` stats: requests sent again because their server died, and
-# servers Ray restarted (the manager adds those).
 REQUESTS_RETRIED = "rollout/requests_retried"
 SERVER_RESTARTS = "rollout/server_restarts"
-# The stats entry of when (``time.time()``) a worker's call ended, for the rollout's idle time.
-FINISHED_AT = "rollout/finished_at/max"
+FINISHED_AT = "rollout/finished_at"
 # Threads of a worker's own blocking work (reading rows, scoring, storing): never the event loop's default
 # pool, which user code (a server's, a tool's) may fill with calls that do not return.
 OWN_THREADS = 4
@@ -192,13 +192,10 @@ class AgentLoopWorker:
             global_step=meta.global_step,
             samples_per_prompt=sampling.n,
         )
-        out.stats = {
-            f"{REWARD_SECONDS}/sum": batch.scoring_s,
-            f"{REWARD_SECONDS}/count": 1.0,
-            f"{REWARD_SECONDS}/max": batch.scoring_s,
-            f"{REWARD_SECONDS}/min": batch.scoring_s,
-            f"{REQUESTS_RETRIED}/sum": float(self.servers.retried - retried_before),
-            FINISHED_AT: time.time(),
+        out.metrics = {
+            REWARD_SECONDS: Metric(batch.scoring_s, reduce="max"),
+            REQUESTS_RETRIED: Metric(float(self.servers.retried - retried_before), reduce="sum"),
+            FINISHED_AT: Metric(time.time(), reduce="max"),
         }
         return out
 

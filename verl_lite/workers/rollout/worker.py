@@ -23,6 +23,7 @@ from verl_lite.checkpoint_engine import get_checkpoint_engine
 from verl_lite.kv import KVBatchMeta
 from verl_lite.single_controller import Dispatch, Worker, endpoint, register
 from verl_lite.utils.config import from_config
+from verl_lite.utils.metrics import Metric
 from verl_lite.workers.config import ActorRolloutRefConfig
 from verl_lite.workers.rollout.client import GenerateRequest, InProcessClient, serve_requests
 from verl_lite.workers.rollout.host import ServerHost
@@ -156,7 +157,7 @@ class RolloutWorker(Worker):
 
     # ---- what the controller drives -------------------------------------------------------------
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
-    def receive_weights(self, handle: Any, version: int) -> dict[str, float]:
+    def receive_weights(self, handle: Any, version: int) -> dict[str, Metric]:
         """Load the weights behind ``handle`` as ``version`` (waking the engine first); returns the bytes."""
         self.wake_up()
         received = {"bytes": 0.0}
@@ -170,7 +171,7 @@ class RolloutWorker(Worker):
                 yield name, tensor
 
         self.host.call(self.server.load_weights(counted(), version))
-        return {"update_weights/bytes": received["bytes"]}
+        return {"update_weights/bytes": Metric(received["bytes"])}
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def sleeps(self) -> bool:
