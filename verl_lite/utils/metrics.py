@@ -39,13 +39,21 @@ class Metric:
         return self.total / max(self.count, 1.0) if self.reduce == "mean" else self.total
 
 
-def spread(name: str, values: torch.Tensor) -> dict[str, Metric]:
-    """``name/mean``, ``name/max`` and ``name/min`` of ``values`` (none when it is empty)."""
+def spread(name: str, values: torch.Tensor, weights: torch.Tensor | None = None) -> dict[str, Metric]:
+    """``name/mean``, ``name/max`` and ``name/min`` of ``values`` (none when it is empty); with ``weights``
+    each value counts that many times (a per-sequence value over its tokens), and weight 0 drops it."""
+    if weights is not None:
+        kept = weights > 0
+        values, weights = values[kept], weights[kept].double()
     if values.numel() == 0:
         return {}
     values = values.double()
+    if weights is None:
+        mean = Metric(float(values.sum()), float(values.numel()))
+    else:
+        mean = Metric(float((values * weights).sum()), float(weights.sum()))
     return {
-        f"{name}/mean": Metric(float(values.sum()), float(values.numel())),
+        f"{name}/mean": mean,
         f"{name}/max": Metric(float(values.max()), reduce="max"),
         f"{name}/min": Metric(float(values.min()), reduce="min"),
     }

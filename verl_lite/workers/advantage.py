@@ -93,7 +93,7 @@ def advantages_from_tags(
     ``response_len`` and ``prompt_len``. The estimator sees each response as one token holding its
     score (float32, as the stored ``token_level_scores`` are), which is what a sequence-level
     estimator reduces the tokens to; the metrics are the ones :func:`compute_shard_advantages`
-    reports, each advantage counted once per sampled token.
+    reports, each advantage weighted by its sampled tokens.
     """
     sampled = torch.tensor([int(t["sampled_len"]) for t in tags])
     mask = (sampled > 0).float().unsqueeze(-1)
@@ -102,10 +102,11 @@ def advantages_from_tags(
     metrics = _step_metrics(
         scores[:, 0],
         scores[:, 0],
-        advantages[:, 0].repeat_interleave(sampled),
-        returns[:, 0].repeat_interleave(sampled),
+        advantages[:, 0],
+        returns[:, 0],
         torch.tensor([t["response_len"] for t in tags]),
         torch.tensor([t["prompt_len"] for t in tags]),
+        token_weights=sampled,
     )
     return advantages[:, 0].tolist(), metrics
 
@@ -124,14 +125,16 @@ def _estimate(algorithm: Any, rewards, mask, uids: list[str], values, extras: di
     )
 
 
-def _step_metrics(scores, rewards, token_advantages, token_returns, response_lengths, prompt_lengths) -> dict:
+def _step_metrics(
+    scores, rewards, advantages, returns, response_lengths, prompt_lengths, token_weights=None
+) -> dict:
     """The metrics every advantage computation reports: per-sequence scores and rewards, per-token
-    advantages and returns, and the lengths."""
+    advantages and returns (one per sequence counted ``token_weights`` times, when given), the lengths."""
     return {
         **spread("critic/score", scores),
         **spread("critic/rewards", rewards),
-        **spread("critic/advantages", token_advantages),
-        **spread("critic/returns", token_returns),
+        **spread("critic/advantages", advantages, token_weights),
+        **spread("critic/returns", returns, token_weights),
         **spread("response_length", response_lengths.float()),
         **spread("prompt_length", prompt_lengths.float()),
     }
