@@ -14,6 +14,8 @@ fit is cut). The model's own token ids are kept exactly as sampled; observation 
 template's rendering of the tool messages, taken as the difference between a conversation rendered with
 and without them, so no generated token is ever re-tokenized. A tool that raises, times out or does not
 exist gives the model an error text and counts in ``tool_errors``; ``run`` never raises for a tool.
+Tools follow verl's ``BaseTool`` contract (``verl_lite.workers.tools.base``); each tool's ``calc_reward``
+goes to the reward function as ``extra_info["tool_rewards"]``, not into the score.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from verl_lite.workers.agent_loop.base import (
 )
 from verl_lite.workers.config import SamplingConfig
 from verl_lite.workers.rollout.server import TokenOutput
-from verl_lite.workers.tools.base import BaseTool, ToolResponse
+from verl_lite.workers.tools.base import BaseTool, call_result, created_id
 from verl_lite.workers.tools.parsers import ParsedToolCalls, ToolCall, get_tool_parser
 
 # multi_turn.tool_response_truncate_side values.
@@ -175,8 +177,11 @@ class ToolAgentLoop(AgentLoop):
             instance_id = uuid.uuid4().hex
             kwargs = (tools_kwargs.get(name) or {}).get("create_kwargs") or {}
             try:
-                await asyncio.wait_for(tool.create(instance_id, **kwargs), self.multi_turn.tool_timeout_s)
-                traj.instances[name] = instance_id
+                # verl's loop passes the row's arguments as create_kwargs=...; the tool may choose the id
+                created = await asyncio.wait_for(
+                    tool.create(instance_id, create_kwargs=kwargs), self.multi_turn.tool_timeout_s
+                )
+                traj.instances[name] = created_id(created, instance_id)
             except Exception as err:  # a tool's failure is the model's observation
                 errors[name] = f"Error: tool {name!r} could not start: {_describe(err)}"
         return errors
@@ -193,8 +198,8 @@ class ToolAgentLoop(AgentLoop):
         timeout = self.multi_turn.tool_timeout_s
         start = time.perf_counter()
         try:
-            response: ToolResponse = await asyncio.wait_for(
-                tool.execute(traj.instances[call.name], call.arguments), timeout
+            result = call_result(
+                await asyncio.wait_for(tool.execute(traj.instances[call.name], call.arguments), timeout)
             )
         except asyncio.TimeoutError:
             traj.counts["tool_errors"] += 1
@@ -204,19 +209,21 @@ class ToolAgentLoop(AgentLoop):
             return f"Error: {call.name} failed: {_describe(err)}"
         finally:
             traj.latencies.append(time.perf_counter() - start)
-        if response.reward is not None:
-            traj.counts["tool_step_reward"] += response.reward
-        for key, value in response.metrics.items():
+        if result.reward is not None:
+            traj.counts["tool_step_reward"] += result.reward
+        traj.counts["tool_media_dropped"] += result.media
+        for key, value in result.metrics.items():
             traj.tool_metrics.setdefault(f"{call.name}/{key}", []).append(float(value))
-        return response.text
+        return result.text
 
-    async def _release(self, traj: _Trajectory) -> float:
-        """Sum each created instance's calc_reward, then release it; failures count in tool_errors."""
-        total, timeout = 0.0, self.multi_turn.tool_timeout_s
+    async def _release(self, traj: _Trajectory) -> dict[str, float]:
+        """Each created instance's calc_reward by tool name, then release it; failures count in tool_errors."""
+        rewards, timeout = {}, self.multi_turn.tool_timeout_s
         for name, instance_id in traj.instances.items():
             tool = self.context.tools[name]
             try:
-                total += float(await asyncio.wait_for(tool.calc_reward(instance_id), timeout))
+                rewards[name] = float(await asyncio.wait_for(tool.calc_reward(instance_id), timeout))
+                traj.counts["tool_reward"] += rewards[name]
             except Exception:  # scoring goes on without this tool's reward
                 traj.counts["tool_errors"] += 1
             try:
@@ -224,11 +231,12 @@ class ToolAgentLoop(AgentLoop):
             except Exception:  # a tool that cannot clean up must not fail the trajectory
                 traj.counts["tool_errors"] += 1
         traj.instances.clear()
-        return total
+        return rewards
 
     def _metrics(self, traj: _Trajectory) -> dict[str, float]:
         metrics = {
-            key: 0.0 for key in ("tool_calls", "tool_errors", "tool_parse_errors", "tool_calls_dropped")
+            key: 0.0
+            for key in ("tool_calls", "tool_errors", "tool_parse_errors", "tool_calls_dropped", "tool_reward")
         }
         metrics.update({key: float(value) for key, value in traj.counts.items()})
         metrics["tool_latency_s"] = sum(traj.latencies) / len(traj.latencies) if traj.latencies else 0.0
