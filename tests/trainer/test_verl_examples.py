@@ -23,7 +23,9 @@ from verl_lite.trainer.verl_compat import parse_value, verl_key
 TRAIN = os.path.join(EMBEDDED_DATA, "train.parquet")
 VAL = os.path.join(EMBEDDED_DATA, "val.parquet")
 REWARD = str(Path(__file__).resolve().parents[2] / "examples" / "custom_reward.py")
-TOOLS = str(Path(__file__).resolve().parents[2] / "verl_lite" / "configs" / "tools" / "calculator.yaml")
+CONFIGS = Path(__file__).resolve().parents[2] / "verl_lite" / "configs"
+TOOLS = str(CONFIGS / "tools" / "calculator.yaml")
+INTERACTIONS = str(CONFIGS / "interactions" / "gsm8k.yaml")
 ARR = "actor_rollout_ref"
 
 # Shared by every family: files, model and lengths (changed), and verl's trainer lines.
@@ -262,7 +264,8 @@ FAMILIES = {
         ("trainer.test_freq=5", "works"),
         ("trainer.total_epochs=5", "works"),
     ],
-    # examples/sglang_multiturn (GSM8K with a tool; its yaml's multi_turn section as overrides)
+    # examples/sglang_multiturn (GSM8K with a tool, and the interaction variant; its yaml's multi_turn
+    # section as overrides)
     "multi_turn_tool": [
         ("algorithm.adv_estimator=grpo", "works"),
         ("data.train_batch_size=256", "works"),
@@ -289,6 +292,8 @@ FAMILIES = {
         (f"{ARR}.rollout.multi_turn.enable=True", "notice"),
         (f"{ARR}.rollout.multi_turn.max_assistant_turns=5", "works"),
         (f"{ARR}.rollout.multi_turn.tool_config_path={TOOLS}", "works"),
+        (f"{ARR}.rollout.multi_turn.interaction_config_path={INTERACTIONS}", "works"),
+        (f"{ARR}.rollout.multi_turn.max_user_turns=5", "works"),
         (f"{ARR}.rollout.multi_turn.use_inference_chat_template=False", "notice"),
         (f"{ARR}.rollout.multi_turn.tokenization_sanity_check_mode=strict", "notice"),
         (f"{ARR}.rollout.multi_stage_wake_up=False", "works"),

@@ -262,12 +262,6 @@ VERL_KEYS: tuple[VerlKey, ...] = (
         "difference), so there is nothing to check.",
     ),
     VerlKey(
-        f"{ARR}.rollout.multi_turn.interaction_config_path",
-        quiet=(None,),
-        refusal="verl_lite has no interactions yet; give the model tools (multi_turn.tool_config_path) or "
-        "write an agent loop (docs/agent_loop.md).",
-    ),
-    VerlKey(
         f"{ARR}.rollout.agent.agent_loop_config_path",
         quiet=(None,),
         refusal="register the agent loop in Python with @register_agent_loop(name) in a module listed in "

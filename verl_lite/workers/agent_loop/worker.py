@@ -346,7 +346,10 @@ __all__ = [
 
 
 def _with_tool_rewards(row: dict[str, Any], out: AgentLoopOutput) -> dict[str, Any]:
-    """``row`` whose extra_info carries the tools' calc_reward values (``tool_rewards``), when there are any."""
-    if not out.tool_rewards:
+    """``row`` whose extra_info carries the tools' calc_reward values (``tool_rewards``) and the interaction's
+    per-turn scores (``turn_scores``), when there are any."""
+    extra = {"tool_rewards": dict(out.tool_rewards), "turn_scores": list(out.turn_scores)}
+    extra = {key: value for key, value in extra.items() if value}
+    if not extra:
         return row
-    return {**row, "extra_info": {**(row.get("extra_info") or {}), "tool_rewards": dict(out.tool_rewards)}}
+    return {**row, "extra_info": {**(row.get("extra_info") or {}), **extra}}
