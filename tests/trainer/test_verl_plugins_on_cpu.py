@@ -3,7 +3,7 @@
 The tool and interaction classes (tests/trainer/verl_style_plugins.py) follow verl's signatures; the
 tool and interaction yaml files are in verl's formats; the rows have verl's preprocess layout
 (``reward_model.ground_truth``, ``extra_info.tools_kwargs``, ``extra_info.interaction_kwargs``,
-``agent_name``). The policy is scripted (tests/trainer/scripted_tool_policy.py: one calculator call,
+``agent_name``, here a loop declared in an ``agent_loop_config_path`` yaml). The policy is scripted (tests/trainer/scripted_tool_policy.py: one calculator call,
 then ``#### <its result>``, 42; sample 0 of every prompt first calls a tool that does not exist), so
 what is checked is everything around the model.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.trainer.helpers import joining, train
 
@@ -39,6 +40,10 @@ tools:
               type: string
               description: e.g. 3 * (4 + 5)
           required: [expression]
+"""
+AGENT_LOOPS_YAML = f"""\
+- name: verl_style_tool_agent
+  _target_: {PLUGINS}.VerlStyleToolAgent
 """
 INTERACTIONS_YAML = f"""\
 interaction:
@@ -67,7 +72,7 @@ def verl_rows(n: int) -> pd.DataFrame:
                     "tools_kwargs": {"calculator": {"create_kwargs": {"ground_truth": answer}}},
                     "interaction_kwargs": {"name": "gsm8k", "query": question, "ground_truth": answer},
                 },
-                "agent_name": "tool_agent",
+                "agent_name": "verl_style_tool_agent",
             }
         )
     return pd.DataFrame(rows)
@@ -77,6 +82,7 @@ def test_verl_tool_and_interaction_train_from_verls_yaml_and_rows(tmp_path, clus
     verl_rows(16).to_parquet(tmp_path / "train.parquet")
     (tmp_path / "tools.yaml").write_text(TOOLS_YAML)
     (tmp_path / "interactions.yaml").write_text(INTERACTIONS_YAML)
+    (tmp_path / "agent_loops.yaml").write_text(AGENT_LOOPS_YAML)
     history = train(
         tmp_path,
         *joining(cluster),
@@ -94,6 +100,7 @@ def test_verl_tool_and_interaction_train_from_verls_yaml_and_rows(tmp_path, clus
         f"{ARR}.rollout.multi_turn.tool_config_path={tmp_path / 'tools.yaml'}",
         f"{ARR}.rollout.multi_turn.interaction_config_path={tmp_path / 'interactions.yaml'}",
         f"{ARR}.rollout.multi_turn.max_user_turns=3",
+        f"{ARR}.rollout.agent.agent_loop_config_path={tmp_path / 'agent_loops.yaml'}",
         f"custom_reward_function.path={HERE / 'verl_style_plugins.py'}",
         "custom_reward_function.name=interaction_score",
         "algorithm.adv_estimator=grpo",
@@ -117,3 +124,22 @@ def test_verl_tool_and_interaction_train_from_verls_yaml_and_rows(tmp_path, clus
         # the served model's log-probs of the model tokens equal the actor's: observation tokens (tool
         # results and interaction turns, mask 0) are where the chat template puts them
         assert h["training/rollout_probs_diff_mean"] < 1e-4
+
+
+def test_agent_loop_yaml_names_reach_the_agent_name_check_before_ray(tmp_path):
+    from verl_lite.trainer.load import compose_config, load_ppo_config
+
+    rows = verl_rows(4).assign(agent_name="loop_from_yaml_only")  # a name no other test registers
+    rows.to_parquet(tmp_path / "train.parquet")
+    key = f"{ARR}.rollout.agent.agent_loop_config_path"
+    base = [f"data.train_files={tmp_path / 'train.parquet'}", "data.val_files=null"]
+    with pytest.raises(ValueError, match="agent_name='loop_from_yaml_only', which is not"):
+        load_ppo_config(compose_config("ppo_trainer", base))
+    (tmp_path / "loops.yaml").write_text(
+        AGENT_LOOPS_YAML.replace("verl_style_tool_agent", "loop_from_yaml_only")
+    )
+    config = load_ppo_config(compose_config("ppo_trainer", [*base, f"{key}={tmp_path / 'loops.yaml'}"]))
+    assert config.actor_rollout_ref.rollout.agent.agent_loop_config_path == str(tmp_path / "loops.yaml")
+    (tmp_path / "bad.yaml").write_text("- name: x\n  _target_: json.dumps\n")
+    with pytest.raises(ValueError, match=r"entry 0: json.dumps is not an AgentLoop subclass"):
+        load_ppo_config(compose_config("ppo_trainer", [*base, f"{key}={tmp_path / 'bad.yaml'}"]))

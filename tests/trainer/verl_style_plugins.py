@@ -1,4 +1,4 @@
-"""A tool, an interaction and a reward function written the way verl users write them, for test_verl_plugins_on_cpu.
+"""A tool, an interaction, an agent loop and a reward function as verl users write them (test_verl_plugins_on_cpu).
 
 The classes follow verl's signatures and subclass nothing of verl_lite's (only ``ToolResponse`` is
 imported from verl_lite, where a verl file imports verl's): the tool reads ``tool_schema.function.name``,
@@ -12,8 +12,13 @@ import re
 import uuid
 from typing import Any
 
+from verl_lite.workers.agent_loop.tool_agent import ToolAgentLoop
 from verl_lite.workers.tools import ToolResponse
 from verl_lite.workers.tools.calculator import evaluate
+
+
+class VerlStyleToolAgent(ToolAgentLoop):
+    """The tool agent loop under a name declared only in an agent_loop_config_path yaml."""
 
 
 class VerlStyleCalculator:

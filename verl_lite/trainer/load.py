@@ -43,13 +43,14 @@ def load_ppo_config(cfg: Any) -> PPOConfig:
     line, before Hydra composed ``cfg``.)
     """
     from verl_lite.trainer.placement import resolve_placement_defaults
+    from verl_lite.trainer.runtime import extension_entries
     from verl_lite.trainer.validation import resolve_embedded_defaults, resolve_local_paths, validate_config
     from verl_lite.utils.config import from_config
     from verl_lite.utils.extensions import load_extensions
 
     config = resolve_local_paths(resolve_embedded_defaults(from_config(PPOConfig, cfg)))
     # user extensions may register trainer modes, whose placement the defaults follow
-    load_extensions(config.trainer.extensions)
+    load_extensions(extension_entries(config))
     config = resolve_placement_defaults(config)
     validate_config(config)
     return config

@@ -262,12 +262,6 @@ VERL_KEYS: tuple[VerlKey, ...] = (
         "difference), so there is nothing to check.",
     ),
     VerlKey(
-        f"{ARR}.rollout.agent.agent_loop_config_path",
-        quiet=(None,),
-        refusal="register the agent loop in Python with @register_agent_loop(name) in a module listed in "
-        "trainer.extensions.",
-    ),
-    VerlKey(
         f"{ARR}.rollout.multi_stage_wake_up",
         quiet=(False,),
         notice="not used; the rollout wakes in one stage (weights, then KV cache) after each weight sync.",

@@ -247,6 +247,9 @@ class AgentConfig:
     num_workers: int | None = None
     # Registered agent loop of rows without an agent_name column (single_turn | tool_agent).
     default_agent_loop: str = "single_turn"
+    # Yaml list of agent loops in verl's format ([{name, _target_: AgentLoop class path}]), registered in
+    # every process beside the @register_agent_loop decorator; None = none.
+    agent_loop_config_path: str | None = None
     # Seconds the controller waits for one batch's rollout before the run fails naming what it waited
     # for (None = no bound).
     generate_timeout_s: float | None = 3600.0
