@@ -97,6 +97,12 @@ def test_main_ppo_command_line_is_translated_and_a_refusal_exits_2(capsys):
         "critic.critic.optim.lr=1e-5",
     ]
     assert "verl_lite: data.use_shm=true: not used" in capsys.readouterr().err
+    # a flag that takes no value leaves the next argument an override
+    assert translated_argv(["main_ppo.py", "--resolve", "critic.optim.lr=1"]) == [
+        "main_ppo.py",
+        "--resolve",
+        "critic.critic.optim.lr=1",
+    ]
     with pytest.raises(SystemExit) as stop:
         translated_argv(["main_ppo.py", "reward_model.sandbox_fusion.url=http://x"])
     assert stop.value.code == 2

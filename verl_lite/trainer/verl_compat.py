@@ -25,6 +25,8 @@ from typing import Any
 from verl_lite.trainer.validation import ConfigError
 
 ARR = "actor_rollout_ref"
+# Hydra's command-line flags that take no value (the others, --config-name x, take the next argument).
+_BARE_FLAGS = ("-m", "--multirun", "--resolve", "-h", "--help", "--hydra-help", "--version")
 _OVERRIDE = re.compile(r"^(?P<prefix>[~+]*)(?P<key>[A-Za-z_][\w.]*)(?P<rest>=.*)?$", re.DOTALL)
 
 
@@ -482,7 +484,7 @@ def translated_argv(argv: Sequence[str]) -> list[str]:
         arg = args.pop(0)
         if arg.startswith("-"):
             flags.append(arg)
-            if "=" not in arg and args and not args[0].startswith("-") and arg not in ("-m", "--multirun"):
+            if "=" not in arg and args and not args[0].startswith("-") and arg not in _BARE_FLAGS:
                 flags.append(args.pop(0))  # the flag's value (--config-name ppo_trainer)
         else:
             overrides.append(arg)
