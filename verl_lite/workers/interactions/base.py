@@ -8,10 +8,11 @@ message (observation tokens, mask 0); it may end the episode, and each answer ca
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from typing import Any
 
 
-class BaseInteraction:
+class BaseInteraction(ABC):
     """verl's ``BaseInteraction``: one object serves many episodes at once, keyed by ``instance_id``.
 
     Args:
@@ -26,11 +27,11 @@ class BaseInteraction:
         """Start one episode with the row's ``interaction_kwargs``; returns its instance id."""
         return instance_id or uuid.uuid4().hex
 
+    @abstractmethod
     async def generate_response(
         self, instance_id: str, messages: list[dict[str, Any]], **kwargs: Any
     ) -> tuple[bool, str, float, dict[str, Any]]:
         """Answer the conversation so far: (should_terminate, response text, this turn's score, metrics)."""
-        return False, "", 0.0, {}
 
     async def calculate_score(self, instance_id: str | None = None, **kwargs: Any) -> float:
         """The episode's score (0.0 by default)."""
