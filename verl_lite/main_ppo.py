@@ -31,7 +31,8 @@ def run(config) -> list[dict]:
         slots = get_placement(config).slots(config)
         runtime.start_ray(config.ray_kwargs.ray_init, local_num_cpus(slots), ppo_env_vars(config))
         notes.install()  # again: ray.init sets a SIGTERM handler of its own
-        runner = TaskRunner.remote()
+        # the runner's runtime env reaches every process it starts, also on a Ray this process had running
+        runner = TaskRunner.options(runtime_env=runtime.runtime_env).remote()
         return wait_for_runner(runner, runner.run.remote(dataclasses.asdict(config)), notes)
 
 

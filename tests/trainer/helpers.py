@@ -4,6 +4,7 @@ import json
 
 import ray
 
+from tests.conftest import start_local_ray
 from verl_lite.main_ppo import run
 from verl_lite.trainer.load import compose_config, load_ppo_config
 
@@ -33,13 +34,18 @@ def joining(cluster) -> list[str]:
     return [f"ray_kwargs.ray_init.address={cluster.address}", "~ray_kwargs.ray_init.num_cpus"]
 
 
-def train(tmp_path, *overrides, config_name: str = "ppo_trainer"):
+def train(tmp_path, *overrides, config_name: str = "ppo_trainer", own_ray: bool = False):
     """``main_ppo`` on the FAST settings with its run folder under ``tmp_path``; returns the step metrics.
 
-    ``config_name`` picks the packaged config (``--config-name``); ``overrides`` apply after FAST's.
+    ``config_name`` picks the packaged config (``--config-name``); ``overrides`` apply after FAST's. The
+    run uses the suite's Ray (tests/conftest.py), or with ``own_ray`` starts and ends one of its own from
+    ``ray_kwargs.ray_init`` as a user's run does.
     """
-    if ray.is_initialized():
-        ray.shutdown()
+    if own_ray:
+        if ray.is_initialized():
+            ray.shutdown()
+    else:
+        start_local_ray()
     return run(
         load_ppo_config(compose_config(config_name, [*FAST, f"trainer.run_dir={tmp_path}", *overrides]))
     )

@@ -25,5 +25,5 @@ def test_a_standalone_run_with_more_servers_than_the_old_default_cpus_trains_on_
         "ray_kwargs.ray_init.num_cpus=null",
         "trainer.total_training_steps=1",
     ]
-    history = train(tmp_path, *overrides)
+    history = train(tmp_path, *overrides, own_ray=True)
     assert [h["step"] for h in history] == [1]

@@ -4,8 +4,8 @@ import json
 import math
 
 import pytest
-import ray
 
+from tests.conftest import start_local_ray
 from tests.trainer.helpers import FAST
 from verl_lite import main_ppo, main_rm
 from verl_lite.trainer.load import compose_config, load_ppo_config
@@ -16,8 +16,7 @@ from verl_lite.trainer.validation import EMBEDDED_MODEL, ConfigError
 def rm_dir(tmp_path_factory):
     """A tiny Bradley-Terry reward model on the embedded model, exported by main_rm."""
     out = tmp_path_factory.mktemp("rm")
-    if ray.is_initialized():
-        ray.shutdown()
+    start_local_ray()
     cfg = compose_config(
         "rm_trainer",
         [
@@ -37,8 +36,7 @@ def rm_dir(tmp_path_factory):
 
 
 def test_grpo_adds_reward_model_scores_to_the_rule_scores(rm_dir, tmp_path):
-    if ray.is_initialized():
-        ray.shutdown()
+    start_local_ray()
     cfg = compose_config(
         "ppo_trainer",
         [

@@ -18,7 +18,7 @@ def test_wrong_answer_changes_only_the_final_number():
     assert abs(int(wrong.rsplit(" ", 1)[1]) - 7) <= 3
 
 
-def test_rm_learns_synthetic_pairs_and_exports_a_sequence_classifier(tmp_path, ray_8cpu):
+def test_rm_learns_synthetic_pairs_and_exports_a_sequence_classifier(tmp_path, ray_local):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     cfg = compose_config(

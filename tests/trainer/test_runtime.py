@@ -25,9 +25,15 @@ def test_start_ray_gives_workers_the_run_env_with_user_env_vars_winning_and_shut
     assert not ray.is_initialized()
 
 
-def test_start_ray_uses_a_running_ray_and_leaves_it_running(ray_local):
+def test_start_ray_uses_a_running_ray_leaves_it_running_and_hands_the_run_env_to_its_actors(ray_local):
     cpus = ray.cluster_resources()["CPU"]
+    ray_init = {"address": None, "num_cpus": None, "runtime_env": {"env_vars": {"VERL_LITE_B": "user"}}}
     with Runtime() as runtime:
-        runtime.start_ray({"address": None, "num_cpus": None}, num_cpus=int(cpus) + 5)
+        runtime.start_ray(ray_init, num_cpus=int(cpus) + 5, env_vars={"VERL_LITE_A": "run"})
         assert ray.cluster_resources()["CPU"] == cpus
+        # the running Ray's job has none of the run's env; what the run starts with runtime_env has it
+        assert ray.get(worker_env.remote("VERL_LITE_A"))["VERL_LITE_A"] is None
+        with_env = worker_env.options(runtime_env=runtime.runtime_env)
+        env = ray.get(with_env.remote("VERL_LITE_A", "VERL_LITE_B"))
+    assert env == {"VERL_LITE_A": "run", "VERL_LITE_B": "user"}
     assert ray.is_initialized()

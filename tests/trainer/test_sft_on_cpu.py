@@ -62,7 +62,7 @@ def small_text_parquet(tmp_path_factory):
     return str(path)
 
 
-def test_pretrain_mode_two_workers_loss_falls_and_export_loads(tmp_path, small_text_parquet, ray_8cpu):
+def test_pretrain_mode_two_workers_loss_falls_and_export_loads(tmp_path, small_text_parquet, ray_local):
     from transformers import AutoModelForCausalLM
 
     config = sft_config(
@@ -112,7 +112,7 @@ def reference_one_step(data_file, rows, lr):
     return float(loss.detach()), float(grad_norm), {k: v.detach() for k, v in model.state_dict().items()}
 
 
-def test_sft_dp2_step_matches_single_process_step(tmp_path, small_sft_parquet, ray_8cpu):
+def test_sft_dp2_step_matches_single_process_step(tmp_path, small_sft_parquet, ray_local):
     from safetensors.torch import load_file
 
     lr = 4e-6
@@ -207,7 +207,7 @@ def first_batch_reference(data_file, config):
     return float(nll / count), int(count), 2 * max(len(c) for c in cuts)
 
 
-def test_multi_turn_lora_packed_two_nodes_resumes_to_the_digit(tmp_path, two_turn_parquet, ray_8cpu):
+def test_multi_turn_lora_packed_two_nodes_resumes_to_the_digit(tmp_path, two_turn_parquet, ray_local):
     import json
     import shutil
 

@@ -50,26 +50,29 @@ class Runtime(contextlib.ExitStack):
         self, ray_init: dict[str, Any], num_cpus: int, env_vars: dict[str, str] | None = None
     ) -> None:
         """Start a local Ray (``num_cpus`` logical CPUs unless ``ray_init`` says otherwise), or join the
-        cluster at ``ray_init["address"]``; shut down on close.
+        cluster at ``ray_init["address"]``; shut down on close. A Ray already running in this process is
+        used as it is (and left running).
 
-        Every worker process gets ``worker_env_vars(**env_vars)`` (entries of ``ray_init``'s
-        ``runtime_env.env_vars`` win). A Ray already running in this process is used as it is.
+        The run's processes get ``runtime_env`` (``ray_init``'s, with ``worker_env_vars(**env_vars)``
+        added under its own env vars): as the job's when this call starts Ray, and from the actors the
+        caller starts with it (``self.runtime_env``), whose children inherit it, when Ray was running.
         """
         import ray
 
         from verl_lite.single_controller.ray.process_env import worker_env_vars
 
+        init_kwargs = {k: v for k, v in ray_init.items() if v is not None}
+        runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
+        runtime_env["env_vars"] = {**worker_env_vars(**(env_vars or {})), **runtime_env.get("env_vars", {})}
+        self.runtime_env = runtime_env
         if ray.is_initialized():
             return
-        init_kwargs = {k: v for k, v in ray_init.items() if v is not None}
         if "address" not in init_kwargs:
             # "local" always starts a fresh instance, even when a `ray start` cluster runs on this machine.
             init_kwargs["address"] = "local"
             init_kwargs.setdefault("num_cpus", num_cpus)
             init_kwargs.setdefault("object_store_memory", OBJECT_STORE_BYTES)
             init_kwargs.setdefault("include_dashboard", False)
-        runtime_env = dict(init_kwargs.pop("runtime_env", None) or {})
-        runtime_env["env_vars"] = {**worker_env_vars(**(env_vars or {})), **runtime_env.get("env_vars", {})}
         ray.init(runtime_env=runtime_env, **init_kwargs)
         self.callback(ray.shutdown)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -62,15 +63,22 @@ class TaskRunner:
 
         config = from_config(PPOConfig, config_dict)
         load_extensions(extension_entries(config))
-        with Runtime() as runtime:
+
+        def load_prompts():
             tokenizer = AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
             train = build_dataset(config, tokenizer, "train")
             val = build_dataset(config, tokenizer, "val") if config.data.val_files else None
             batches = PromptBatches(
                 train, config.data.train_batch_size, shuffle=config.data.shuffle, seed=config.data.seed
             )
+            return batches, val
+
+        with Runtime() as runtime, ThreadPoolExecutor(1, thread_name_prefix="load-prompts") as loader:
+            # The prompts are tokenized here while the workers' processes start and load their models.
+            prompts = loader.submit(load_prompts)
             kv = runtime.start_kv_store(config.kv)
             groups = runtime.start_policy(config)
+            batches, val = prompts.result()
             buffer = ReplayBuffer(ReplayBufferConfig.from_ppo_config(config), client=kv)
             tracker = Tracker(
                 config.trainer.logger,

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-import ray
 
+from tests.conftest import start_local_ray
 from verl_lite.trainer.multi_agent import IACConfig, IACTrainer, MAACConfig, MAACTrainer
 
 TASKS = [{"prompt": f"Task {i}: say something.", "target": 2.0} for i in range(2)]
@@ -43,38 +43,33 @@ def settings(cls, tmp_path):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One IAC and one MAAC run (2 tasks x 4 joint samples, two models) and a manual evaluate() each."""
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=10, object_store_memory=400 * 1024**2, include_dashboard=False)
+    start_local_ray()
     out = {}
-    try:
-        for name, trainer_cls, config_cls in (
-            ("iac", IACTrainer, IACConfig),
-            ("maac", MAACTrainer, MAACConfig),
-        ):
-            path = tmp_path_factory.mktemp(name)
-            with trainer_cls(
-                agent_model=None,
-                num_agents=2,
-                reward_func=reward_func,
-                train_dataset=TASKS,
-                eval_dataset=TASKS,
-                args=settings(config_cls, path),
-                metrics_callback=metrics_callback,
-            ) as trainer:
-                history = trainer.train()
-                evaluation = trainer.evaluate()
-                critics = {id(a.groups.critic) for a in trainer._loop.agents}
-            out[name] = {
-                "history": history,
-                "eval": evaluation,
-                "trainer": trainer,
-                "path": path,
-                "critics": critics,
-            }
-        yield out
-    finally:
-        ray.shutdown()
+    for name, trainer_cls, config_cls in (
+        ("iac", IACTrainer, IACConfig),
+        ("maac", MAACTrainer, MAACConfig),
+    ):
+        path = tmp_path_factory.mktemp(name)
+        with trainer_cls(
+            agent_model=None,
+            num_agents=2,
+            reward_func=reward_func,
+            train_dataset=TASKS,
+            eval_dataset=TASKS,
+            args=settings(config_cls, path),
+            metrics_callback=metrics_callback,
+        ) as trainer:
+            history = trainer.train()
+            evaluation = trainer.evaluate()
+            critics = {id(a.groups.critic) for a in trainer._loop.agents}
+        out[name] = {
+            "history": history,
+            "eval": evaluation,
+            "trainer": trainer,
+            "path": path,
+            "critics": critics,
+        }
+    return out
 
 
 def test_iac_trains_one_critic_per_agent(runs):

@@ -33,6 +33,8 @@ def length_ratio(tmp_path_factory):
     """One run of the example: 8 tasks x 8 joint samples, eval before task 0 and after task 4, then manual."""
     out = tmp_path_factory.mktemp("length_ratio")
     example = _load_example()
+    if ray.is_initialized():  # the example starts (and ends) its own Ray, as a user's script does
+        ray.shutdown()
     # W&B is offline for the whole test session (tests/conftest.py); never unset it here, or every Ray
     # cluster started after this module would try to log in
     result = example.main(["--output-dir", str(out), "--wandb-project", "verl-lite-test"])
