@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import ray
 
 from tests.conftest import start_local_ray
@@ -49,6 +50,19 @@ def train(tmp_path, *overrides, config_name: str = "ppo_trainer", own_ray: bool 
     return run(
         load_ppo_config(compose_config(config_name, [*FAST, f"trainer.run_dir={tmp_path}", *overrides]))
     )
+
+
+def train_cli(tmp_path, capsys, *overrides) -> tuple[int, str]:
+    """``train``'s run through main_ppo's command-line shell (``run_cli``), expected to fail: its exit code
+    and the last ``verl_lite:`` line it printed on stderr (``capsys``: pytest's fixture)."""
+    from verl_lite.utils.cli import run_cli
+
+    start_local_ray()
+    cfg = compose_config("ppo_trainer", [*FAST, f"trainer.run_dir={tmp_path}", *overrides])
+    with pytest.raises(SystemExit) as info:
+        run_cli(cfg, load_ppo_config, run)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("verl_lite: ")]
+    return info.value.code, lines[-1]
 
 
 def crashing_mode(name: str, base_module: str, base_class: str, after_step: int) -> str:

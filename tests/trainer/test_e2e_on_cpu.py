@@ -7,7 +7,7 @@ import time
 import pytest
 import ray
 
-from tests.trainer.helpers import STANDALONE, joining, train
+from tests.trainer.helpers import STANDALONE, joining, train, train_cli
 
 
 def test_grpo_three_steps_with_hf_rollout(tmp_path, cluster):
@@ -72,31 +72,34 @@ def test_failing_custom_reward_is_counted_and_the_run_completes(tmp_path, cluste
     assert sum(h["rollout_failure/evicted"] for h in history) > 0
 
 
-def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tmp_path, cluster):
+def test_always_raising_reward_stops_the_run_within_one_step_with_its_message(tmp_path, cluster, capsys):
     reward = tmp_path / "dead_judge.py"
     reward.write_text(
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
         "    raise ConnectionError('judge at http://judge:8000 refused the connection')\n"
     )
     start = time.monotonic()
-    with pytest.raises(Exception) as info:
-        train(
-            tmp_path,
-            *joining(cluster),
-            "trainer.total_training_steps=3",
-            f"reward.custom_reward_function.path={reward}",
-            "trainer.sample_timeout_s=600",
-            "reward.max_failure_fraction=1.0",
-            "reward.failure_window=16",  # 4 prompts a round: the initial batch and 3 refills
-            "trainer.replay_buffer.max_refill_batches=8",  # 32 replacements: the window fills first
-        )
+    code, line = train_cli(
+        tmp_path,
+        capsys,
+        *joining(cluster),
+        "trainer.total_training_steps=3",
+        f"reward.custom_reward_function.path={reward}",
+        "trainer.sample_timeout_s=600",
+        "reward.max_failure_fraction=1.0",
+        "reward.failure_window=16",  # 4 prompts a round: the initial batch and 3 refills
+        "trainer.replay_buffer.max_refill_batches=8",  # 32 replacements: the window fills first
+    )
     elapsed = time.monotonic() - start
     print(f"the always-raising scorer ended the run after {elapsed:.1f} s")
-    message = str(info.value)
-    assert "scoring failed for 16 of the last 16 prompt groups at global step 1" in message, message
-    assert (
+    # the user reads the controller's own sentence and exit code, not Ray's traceback around it
+    assert code == 3
+    assert line.startswith(
+        "verl_lite: the run stopped: scoring failed for 16 of the last 16 prompt groups at global step 1"
+    ), line
+    assert line.endswith(
         "for data_source='synthetic_arith': ConnectionError: judge at http://judge:8000 refused the connection"
-    ) in message
+    ), line
     assert elapsed < 600 / 4  # stopped by the failure window, not by trainer.sample_timeout_s
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import joining, train
+from tests.trainer.helpers import joining, train, train_cli
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 
 ARR = "actor_rollout_ref"
@@ -364,18 +364,23 @@ def test_sapo_keys_chunked_validation_and_staleness_control_in_one_run(tmp_path,
     assert "val-core/synthetic_arith/acc/mean@1" in last and last["actor/grad_norm"] > 0
 
 
-def test_unsatisfiable_dynamic_sampling_fails_fast_saying_how_many_groups_were_kept(tmp_path, cluster):
+def test_unsatisfiable_dynamic_sampling_fails_fast_saying_how_many_groups_were_kept(
+    tmp_path, cluster, capsys
+):
     # Greedy rollouts give every sample of a prompt the same answer: no group survives filtering.
-    with pytest.raises(Exception) as err:
-        _run(
-            tmp_path,
-            cluster,
-            f"{ARR}.rollout.do_sample=false",
-            "algorithm.filter_groups.enable=true",
-            "algorithm.filter_groups.max_num_gen_batches=1",
-        )
-    message = str(err.value)
-    assert "DAPO dynamic sampling kept 0 of the 4 groups needed" in message
+    code, message = train_cli(
+        tmp_path,
+        capsys,
+        "trainer.total_training_steps=2",
+        *joining(cluster),
+        f"{ARR}.rollout.do_sample=false",
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.max_num_gen_batches=1",
+    )
+    assert code == 3
+    assert message.startswith(
+        "verl_lite: the run stopped: ReplayBuffer.sample: DAPO dynamic sampling kept 0 of the 4 groups needed"
+    ), message
     assert (
         "after 1 extra generation batch(es), the limit algorithm.filter_groups.max_num_gen_batches=1"
         in message

@@ -11,13 +11,14 @@ saying so.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.trainer.helpers import FAST, train
+from tests.trainer.helpers import FAST, train, train_cli
 
 ARR = "actor_rollout_ref.rollout"
 DYING = Path(__file__).resolve().parent / "dying_rollout.py"
@@ -116,18 +117,22 @@ def test_vllm_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_p
     assert history[0]["update_weights/bytes"] > 0 and history[-1]["kv/controller_bytes_read"] == 0
 
 
-def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, kill_at):
+def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, kill_at, capsys):
     folder = kill_at(1)
-    with pytest.raises(
-        Exception, match="every rollout server is gone: server 0 died .*rollout.max_restarts=0"
-    ):
-        train(
-            tmp_path,
-            "trainer.total_training_steps=1",
-            *STANDALONE,
-            f"{ARR}.name=hf_dying",
-            f"{ARR}.max_restarts=0",
-        )
+    code, line = train_cli(
+        tmp_path,
+        capsys,
+        "trainer.total_training_steps=1",
+        *STANDALONE,
+        f"{ARR}.name=hf_dying",
+        f"{ARR}.max_restarts=0",
+    )
+    # an agent-loop worker raised it: the user reads its sentence alone, and exit code 3
+    assert code == 3
+    assert re.fullmatch(
+        r"verl_lite: the run stopped: every rollout server is gone: server 0 died .*rollout.max_restarts=0.*",
+        line,
+    ), line
     killed = json.loads((folder / "killed.json").read_text())
     print(f"\nthe run ended {time.time() - killed['time']:.2f} s after the SIGKILL (Ray shut down included)")
 

@@ -10,8 +10,14 @@ from typing import Any
 
 
 def run_cli(cfg: Any, load_config: Callable[[Any], Any], run: Callable[[Any], Any]) -> None:
-    """Validate ``cfg`` (exit 2 with the message on a bad config), then run (exit 1 on failure, 128 + the
-    signal number when a signal stopped the run)."""
+    """Validate ``cfg`` (exit 2 with the message on a bad config), then run.
+
+    A run that fails exits 3 with its own sentence when verl_lite stopped it on purpose (``RunError``,
+    raised in the controller or a worker), 128 + the signal number when a signal stopped it, and 1 with
+    the worker's traceback otherwise; the last line names the exception the failure started from.
+    """
+    from verl_lite.utils.errors import RUN_ERROR_EXIT_CODE, RunError, root_cause
+
     try:
         config = load_config(cfg)
     except ValueError as err:
@@ -19,12 +25,17 @@ def run_cli(cfg: Any, load_config: Callable[[Any], Any], run: Callable[[Any], An
         sys.exit(2)
     try:
         run(config)
-    except Exception as err:  # surface the worker's message, not a Ray wrapper
+    except Exception as err:
         exit_code = getattr(err, "exit_code", None)  # a run stopped by a signal (StoppedBySignal)
         if exit_code is not None:
             print(f"verl_lite: {err}", file=sys.stderr)
             exit_now(exit_code)
-        print(f"verl_lite: training failed: {err}", file=sys.stderr)
+        cause = root_cause(err)
+        if isinstance(cause, RunError):
+            print(f"verl_lite: the run stopped: {cause}", file=sys.stderr)
+            sys.exit(RUN_ERROR_EXIT_CODE)
+        trace = f"{err}\n" if cause is not err else ""  # Ray's error holds the worker's traceback
+        print(f"{trace}verl_lite: training failed: {type(cause).__name__}: {cause}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -37,6 +37,7 @@ from verl_lite.trajectory import (
     group_tag,
     parse_trajectory_key,
 )
+from verl_lite.utils.errors import RunError, RunTimeout
 
 RefillFn = Callable[[int], Any]
 """``refill_fn(k)``: submit ``k`` new prompt groups (register them, start their rollouts)."""
@@ -270,18 +271,18 @@ class ReplayBuffer:
             # (the replacements of this round are not in ``live`` yet: judge them on the next scan)
             if not refilled and len(ready) + in_flight < batch_size:
                 if self._refills_exhausted(refills):
-                    raise RuntimeError(
+                    raise RunError(
                         self._filter_message(global_step, batch_size, len(ready), in_flight, refills, evicted)
                     )
                 if budget_spent:
-                    raise RuntimeError(
+                    raise RunError(
                         self._refill_message(
                             partition_id, global_step, batch_size, len(ready), refilled_groups, evicted
                         )
                     )
             waited = time.monotonic() - start
             if waited > cfg.timeout_s:
-                raise TimeoutError(
+                raise RunTimeout(
                     self._timeout_message(partition_id, global_step, batch_size, live, evicted, held)
                 )
             if waited > next_report:
@@ -311,7 +312,7 @@ class ReplayBuffer:
         if len(outcomes) < cfg.failure_window or len(failures) < cfg.max_failure_fraction * len(outcomes):
             return
         error, source = failures[-1]
-        raise RuntimeError(
+        raise RunError(
             f"scoring failed for {len(failures)} of the last {len(outcomes)} prompt groups at global step "
             f"{global_step} (reward.max_failure_fraction={cfg.max_failure_fraction:g} of "
             f"reward.failure_window={cfg.failure_window}); the reward function raised, for "

@@ -20,6 +20,7 @@ import ray
 from verl_lite.kv import KVBatchMeta
 from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
 from verl_lite.utils.config import from_config
+from verl_lite.utils.errors import RunTimeout
 from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
 from verl_lite.utils.metrics import Metric
 from verl_lite.workers.agent_loop.worker import FINISHED_AT, SERVER_RESTARTS
@@ -128,7 +129,7 @@ class AgentLoopManager:
         _, waiting = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
         if waiting:
             what = "validation" if pending.validate else "training"
-            raise TimeoutError(
+            raise RunTimeout(
                 f"the rollout did not finish within actor_rollout_ref.rollout.agent.generate_timeout_s="
                 f"{self.timeout_s:g} s: {len(waiting)} of {len(refs)} agent-loop workers were still generating "
                 f"their share of the {what} batch (partition {pending.partition_id!r}); raise the key (or null "

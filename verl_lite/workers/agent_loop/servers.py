@@ -22,6 +22,7 @@ import sys
 
 import ray
 
+from verl_lite.utils.errors import RunError
 from verl_lite.workers.config import SamplingConfig
 from verl_lite.workers.rollout.server import TokenOutput
 
@@ -32,7 +33,7 @@ POLL_S = 0.5
 MAX_EMPTY_CONTINUATIONS = 100
 
 
-class NoRolloutServerLeft(RuntimeError):
+class NoRolloutServerLeft(RunError):
     """Every rollout server died and none can be restarted: the run cannot generate any more."""
 
 
