@@ -72,6 +72,7 @@ def validate_config(config: PPOConfig) -> None:
         *_val_batch_problems(config),
         *_rollout_problems(config),
         *_multi_turn_problems(config),
+        *_openai_agent_problems(config),
         *_model_problems(config),
         *_engine_problems(config),
         *length_problems(config),
@@ -477,6 +478,25 @@ def _multi_turn_problems(config: PPOConfig) -> list[str]:
             load_tools(mt.tool_config_path)
         except ToolConfigError as err:
             out.append(f"{key}.tool_config_path: {err}")
+    return out
+
+
+def _openai_agent_problems(config: PPOConfig) -> list[str]:
+    """The openai_agent loop's agent function loads (when the loop is chosen or a file is named)."""
+    from verl_lite.workers.agent_loop.openai_agent import load_agent
+
+    agent, key = config.actor_rollout_ref.rollout.agent, "actor_rollout_ref.rollout.agent.openai"
+    out = []
+    if not isinstance(agent.openai.timeout_s, int | float) or agent.openai.timeout_s <= 0:
+        out.append(f"{key}.timeout_s={agent.openai.timeout_s!r} must be a positive number of seconds.")
+    chosen = "openai_agent" in (agent.default_agent_loop, config.data.agent_name)
+    if chosen or agent.openai.function.path:
+        try:
+            load_agent(agent.openai.function.path, agent.openai.function.name)
+        except Exception as err:  # the user's file: any import error is reported, not raised
+            out.append(
+                str(err) if isinstance(err, ValueError) else f"{key}.function: {type(err).__name__}: {err}"
+            )
     return out
 
 

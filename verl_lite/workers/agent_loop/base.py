@@ -72,6 +72,9 @@ class AgentLoopOutput:
     metrics: dict[str, float] = field(default_factory=dict)
     # Sum of BaseTool.calc_reward over the tools this trajectory used (0.0 without tools).
     tool_rewards: float = 0.0
+    # The trajectory's reward when the loop decided it (openai_agent: what the agent returned); None =
+    # the reward manager scores the response.
+    reward: float | None = None
 
 
 class AgentLoop(ABC):
