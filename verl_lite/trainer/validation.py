@@ -53,6 +53,9 @@ def resolve_local_paths(config: PPOConfig) -> PPOConfig:
     if custom.path:
         absolute = dataclasses.replace(custom, path=os.path.abspath(os.path.expanduser(custom.path)))
         config.reward = dataclasses.replace(config.reward, custom_reward_function=absolute)
+    agent_function = config.actor_rollout_ref.rollout.agent.openai.function
+    if agent_function.path:
+        agent_function.path = os.path.abspath(os.path.expanduser(agent_function.path))
     return config
 
 
