@@ -154,9 +154,12 @@ def test_a_hanging_agent_times_out_as_a_counted_failure(host):
 
 
 def test_turn_limit_answers_with_length_and_no_tokens(host):
-    output, client = run_agent(host, "three_user_turns", max_assistant_turns=2)
-    assert len(client.requests) == 2 and output.reward == 3.0  # the third reply came, empty
-    assert output.metrics["openai_requests"] == 3
+    # one answer allowed: the 2nd and 3rd requests extend the segment and get empty "length" replies,
+    # without a generation and without starting a segment of their own
+    output, client = run_agent(host, "three_user_turns", max_assistant_turns=1)
+    assert len(client.requests) == 1 and output.reward == 3.0
+    assert output.metrics["openai_requests"] == 3 and output.metrics["openai_segments"] == 1
+    assert output.num_turns == 1
 
 
 def test_malformed_requests_get_openai_errors_and_unknown_urls_404(host):

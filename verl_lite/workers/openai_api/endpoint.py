@@ -92,11 +92,11 @@ class OpenAIEndpoint:
                 body = json.loads(await request.body())
             except ValueError:
                 raise RequestError("the request body is not valid JSON.") from None
-            request_ = parse_chat_request(body)
+            chat_request = parse_chat_request(body)
         except RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
         try:
-            return JSONResponse(await session.complete(request_))
+            return JSONResponse(await session.complete(chat_request))
         except RequestError as err:
             return JSONResponse(err.body(), status_code=err.status)
         except Exception as err:  # ours, not the agent's: the trajectory's loop raises it

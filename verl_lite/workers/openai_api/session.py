@@ -58,6 +58,7 @@ class ChatSession:
         """The OpenAI ``chat.completion`` object answering ``request``."""
         self.counts["openai_requests"] += 1
         segment, appended, is_new = self.transcript.context_for(request.messages, request.tools)
+        out = None
         try:
             context = segment.prompt_ids + segment.response_ids + appended
             if is_new and len(segment.prompt_ids) > self.config.prompt_length:
@@ -68,13 +69,14 @@ class ChatSession:
                     code="context_length_exceeded",
                 )
             room = self._room(segment, appended, request)
-            if room <= 0:
-                empty = {"role": "assistant", "content": ""}
-                return self._answer_message(empty, len(context), [], [], "length", request)
-            out = await self.client.generate(context, self._sampling(request), room)
-        except BaseException:
-            self.transcript.released(segment)
-            raise
+            if room > 0:
+                out = await self.client.generate(context, self._sampling(request), room)
+        finally:
+            if out is None:  # nothing to record (a limit, a refusal, an error): it takes requests again
+                self.transcript.released(segment)
+        if out is None:
+            empty = {"role": "assistant", "content": ""}
+            return self._answer_message(empty, len(context), [], [], "length", request)
         sampled, log_probs, reason = self._cut_at_stop(list(out.token_ids), list(out.log_probs), request.stop)
         reason = reason or out.finish_reason
         answer = self._message(sampled, request)
