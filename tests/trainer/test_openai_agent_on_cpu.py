@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.helpers import joining, train
+from tests.trainer.helpers import STANDALONE, joining, train
 from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import ConfigError
 
@@ -85,3 +85,19 @@ def test_an_agent_that_is_not_async_is_refused_before_ray_starts(tmp_path):
         load_ppo_config(
             compose_config("openai_agent_tiny", [f"{ARR}.rollout.agent.openai.function.path=/nope.py"])
         )
+
+
+def test_openai_agent_runs_in_standalone_agent_loop_workers(tmp_path, cluster):
+    # the endpoint starts on each agent-loop worker actor's own event loop (two workers, two servers)
+    history = train(
+        tmp_path,
+        *joining(cluster),
+        *STANDALONE,
+        "trainer.total_training_steps=1",
+        "data.max_response_length=256",
+        f"{ARR}.rollout.agent.openai.function.path={CALCULATOR_AGENT}",
+        config_name="openai_agent_tiny",
+    )
+    [step] = [h for h in history if "agent/openai_requests/mean" in h]
+    assert step["agent/openai_requests/mean"] > 1.2 and step["agent/agent_errors/mean"] == 0.0
+    assert step["training/rollout_probs_diff_mean"] < 1e-4

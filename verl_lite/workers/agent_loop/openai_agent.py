@@ -27,7 +27,6 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-import httpx
 import openai
 
 from verl_lite.utils.extensions import function_from_file
@@ -95,7 +94,10 @@ class OpenAIAgentLoop(AgentLoop):
         counts: Counter = Counter()
         reward = None
         try:
-            reward = await self._call_agent(base_url, row, counts)
+            oai = openai.AsyncOpenAI(
+                base_url=base_url, api_key=API_KEY, max_retries=0, http_client=endpoint.http
+            )
+            reward = await self._call_agent(oai, row, counts)
         finally:
             endpoint.close(token)
         if session.fatal is not None:
@@ -105,10 +107,10 @@ class OpenAIAgentLoop(AgentLoop):
         failed = counts["agent_errors"] + counts["agent_timeouts"] > 0
         return self._output(row, session.transcript.last, counts, 0.0 if failed else reward)
 
-    async def _call_agent(self, base_url: str, row: dict[str, Any], counts: Counter) -> float | None:
+    async def _call_agent(
+        self, oai: openai.AsyncOpenAI, row: dict[str, Any], counts: Counter
+    ) -> float | None:
         """The agent's reward; its failures are counted in ``counts`` (and return None)."""
-        http = httpx.AsyncClient(trust_env=False, timeout=self.timeout_s)
-        oai = openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0, http_client=http)
         try:
             reward = await asyncio.wait_for(self.agent(oai, _agent_row(row)), self.timeout_s)
         except asyncio.TimeoutError:
@@ -118,8 +120,6 @@ class OpenAIAgentLoop(AgentLoop):
             counts["agent_errors"] += 1
             _report(f"{type(err).__name__}: {err}")
             return None
-        finally:
-            await oai.close()
         if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
             counts["agent_errors"] += 1
             _report(f"the agent returned {reward!r}; return a number or None (the reward manager scores).")
