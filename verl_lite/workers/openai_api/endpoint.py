@@ -17,7 +17,6 @@ import socket
 import time
 import weakref
 
-import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -50,9 +49,6 @@ class OpenAIEndpoint:
         self._task: asyncio.Task | None = None
         # The start, awaited by every first user (see endpoint_on_this_loop).
         self.started: asyncio.Future | None = None
-        # One HTTP client for every agent on this loop: creating one costs ~50 ms of the loop's time
-        # (its SSL context), which per trajectory would stall every other trajectory on the loop.
-        self.http: httpx.AsyncClient | None = None
         self.app = Starlette(
             routes=[
                 Route("/{token}/v1/chat/completions", self._chat, methods=["POST"]),
@@ -72,10 +68,6 @@ class OpenAIEndpoint:
             if self._task.done():
                 self._task.result()  # raises what stopped it
             await asyncio.sleep(0.01)
-        # no pool limit: every concurrent agent keeps its request open on loopback; no per-request
-        # timeout: rollout.agent.openai.timeout_s bounds the whole agent
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        self.http = httpx.AsyncClient(trust_env=False, timeout=None, limits=limits)
 
     def open(self, session: ChatSession) -> tuple[str, str]:
         """Serve ``session`` under a fresh token; returns ``(token, base_url)``."""
