@@ -64,7 +64,6 @@ ENTRY_POINTS = (
         (
             ConfigFile("ppo_trainer.yaml"),
             ConfigFile("kv/default.yaml", "kv", "KV store group"),
-            ConfigFile("verl_compat.yaml", title="verl keys accepted without use"),
         ),
     ),
     EntryPoint("Supervised fine-tuning", "python -m verl_lite.main_sft", (ConfigFile("sft_trainer.yaml"),)),

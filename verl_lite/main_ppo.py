@@ -44,4 +44,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from verl_lite.trainer.verl_compat import translated_argv
+
+    sys.argv = translated_argv(sys.argv)  # verl's spellings, before Hydra reads the command line
     main()

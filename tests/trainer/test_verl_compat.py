@@ -1,149 +1,170 @@
-"""verl's GSM8K GRPO command lines on verl_lite: every override works, passes with a notice, or is refused."""
+"""Translating verl's spellings on the command line (verl_compat), and training from them.
 
-import functools
-import os
+verl's example scripts, family by family, are in test_verl_examples.py."""
+
+from pathlib import Path
 
 import pytest
-import yaml
-from omegaconf import OmegaConf
 
-from tests.trainer.helpers import train
-from verl_lite.trainer.load import CONFIG_DIR, compose_config, load_ppo_config
-from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
-from verl_lite.trainer.verl_compat import VERL_KEYS, drop_verl_keys
+from tests.trainer.helpers import joining, train
+from verl_lite.trainer.load import compose_config, load_ppo_config
+from verl_lite.trainer.validation import ConfigError
+from verl_lite.trainer.verl_compat import VERL_KEYS, translate_overrides, translated_argv
 
-TRAIN = os.path.join(EMBEDDED_DATA, "train.parquet")
-VAL = os.path.join(EMBEDDED_DATA, "val.parquet")
-
-# The 42 overrides of verl's GSM8K GRPO examples (examples/grpo_trainer/run_qwen2-7b*.sh, plus the
-# multi-turn/liger variants), with verl's values except files, model and lengths, which point at the
-# embedded tiny model and task (its context is 512 tokens). Expected: works (an ordinary verl_lite key,
-# the value lands in the typed config), notice (accepted, one line says what verl_lite does instead),
-# refused (one sentence naming the key).
-VERL_GSM8K_GRPO = [
-    ("algorithm.adv_estimator=grpo", "works"),
-    (f"data.train_files={TRAIN}", "works"),
-    (f"data.val_files={VAL}", "works"),
-    ("data.train_batch_size=1024", "works"),
-    ("data.max_prompt_length=256", "works"),
-    ("data.max_response_length=128", "works"),
-    ("data.filter_overlong_prompts=True", "works"),
-    ("data.truncation='error'", "works"),
-    (f"actor_rollout_ref.model.path={EMBEDDED_MODEL}", "works"),
-    ("actor_rollout_ref.actor.optim.lr=1e-6", "works"),
-    ("actor_rollout_ref.model.use_remove_padding=True", "works"),
-    ("actor_rollout_ref.actor.ppo_mini_batch_size=256", "works"),
-    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=40", "works"),
-    ("actor_rollout_ref.actor.use_kl_loss=True", "works"),
-    ("actor_rollout_ref.actor.kl_loss_coef=0.001", "works"),
-    ("actor_rollout_ref.actor.kl_loss_type=low_var_kl", "works"),
-    ("actor_rollout_ref.actor.entropy_coeff=0", "works"),
-    ("actor_rollout_ref.model.enable_gradient_checkpointing=True", "works"),
-    ("actor_rollout_ref.actor.fsdp_config.param_offload=False", "works"),
-    ("actor_rollout_ref.actor.fsdp_config.optimizer_offload=False", "works"),
-    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=40", "works"),
-    # verl's scripts use 2; verl_lite runs one engine per worker, so only 1 works
-    ("actor_rollout_ref.rollout.tensor_model_parallel_size=2", "refused"),
-    ("actor_rollout_ref.rollout.name=vllm", "works"),
-    ("actor_rollout_ref.rollout.gpu_memory_utilization=0.6", "works"),
-    ("actor_rollout_ref.rollout.n=5", "works"),
-    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=40", "works"),
-    ("actor_rollout_ref.ref.fsdp_config.param_offload=True", "works"),
-    ("algorithm.use_kl_in_reward=False", "works"),
-    ("trainer.critic_warmup=0", "works"),
-    ("trainer.logger=['console','wandb']", "works"),
-    ("trainer.project_name=verl_grpo_example_gsm8k", "works"),
-    ("trainer.experiment_name=qwen2_7b_function_rm", "works"),
-    ("trainer.n_gpus_per_node=8", "works"),
-    ("trainer.nnodes=1", "works"),
-    ("trainer.save_freq=20", "works"),
-    ("trainer.test_freq=5", "works"),
-    ("trainer.total_epochs=15", "works"),
-    ("actor_rollout_ref.model.use_liger=True", "notice"),
-    ("actor_rollout_ref.model.use_fused_kernels=True", "notice"),
-    ("data.return_raw_chat=True", "notice"),
-    ("actor_rollout_ref.rollout.mode=async", "notice"),
-    ("actor_rollout_ref.rollout.multi_turn.format=hermes", "works"),
-]
+REWARD = str(Path(__file__).resolve().parents[2] / "examples" / "custom_reward.py")
+ARR = "actor_rollout_ref"
 
 
-def test_the_list_holds_verls_42_overrides_once_each():
-    keys = [override.split("=")[0] for override, _ in VERL_GSM8K_GRPO]
-    assert len(keys) == len(set(keys)) == 42
-
-
-@pytest.mark.parametrize(
-    "override,expected", VERL_GSM8K_GRPO, ids=[o.split("=")[0] for o, _ in VERL_GSM8K_GRPO]
-)
-def test_verl_override_works_notices_or_is_refused(override, expected, capsys):
-    key = override.split("=")[0]
-    # verl's batch geometry (1024 prompts a step), which verl's mini-batch size of 256 needs
-    cfg = compose_config("ppo_trainer", ["data.train_batch_size=1024", override])
-    if expected == "refused":
-        with pytest.raises(ValueError) as err:
-            load_ppo_config(cfg)
-        assert key in str(err.value) and "Could not override" not in str(err.value)
-        return
-    config = load_ppo_config(cfg)
-    notices = [line for line in capsys.readouterr().err.splitlines() if line.startswith("verl_lite: ")]
-    if expected == "notice":
-        assert len(notices) == 1 and notices[0].startswith(f"verl_lite: {key}=")
-    else:
-        assert notices == []
-        typed = functools.reduce(getattr, key.split("."), config)
-        assert typed == OmegaConf.select(cfg, key)
-
-
-def test_verl_gsm8k_command_line_loads_with_one_notice_per_unused_key(capsys):
-    overrides = [override for override, expected in VERL_GSM8K_GRPO if expected != "refused"]
-    config = load_ppo_config(compose_config("ppo_trainer", overrides))
-    notices = capsys.readouterr().err.splitlines()
-    assert len(notices) == sum(expected == "notice" for _, expected in VERL_GSM8K_GRPO)
-    assert config.actor_rollout_ref.ref.fsdp_config.param_offload is True
-
-
-def test_verls_rollout_modes_run_as_hybrid_and_multi_turn_enable_picks_the_tool_agent(capsys):
-    cfg = compose_config(
-        "ppo_trainer",
-        ["actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.multi_turn.enable=true"],
+def test_verl_spellings_reach_verl_lites_keys_and_others_pass_unchanged():
+    overrides, notices = translate_overrides(
+        [
+            "critic.optim.lr=1e-5",
+            "critic.optim.lr_warmup_steps_ratio=0.1",
+            "+reward_model.reward_kwargs.bonus=1",
+            "~custom_reward_function.name",
+            f"{ARR}.actor.clip_ratio=0.25",
+            "trainer.total_epochs=3",
+        ]
     )
-    config = load_ppo_config(cfg)
-    assert config.actor_rollout_ref.rollout.mode == "hybrid"
-    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"
-    notices = capsys.readouterr().err
-    assert "actor_rollout_ref.rollout.mode=async (verl) runs as hybrid" in notices
-    assert "actor_rollout_ref.rollout.multi_turn.enable=True" in notices
+    assert overrides == [
+        "critic.critic.optim.lr=1e-5",
+        "critic.critic.optim.warmup_steps_ratio=0.1",
+        "+reward.reward_kwargs.bonus=1",
+        "~reward.custom_reward_function.name",
+        f"{ARR}.actor.clip_ratio_low=0.25",
+        f"{ARR}.actor.clip_ratio_high=0.25",
+        "trainer.total_epochs=3",
+    ]
+    assert notices == []
 
 
-def test_a_refused_verl_value_names_the_key_and_what_to_use():
-    cfg = compose_config(
-        "ppo_trainer",
-        ["actor_rollout_ref.model.use_liger=true", "actor_rollout_ref.rollout.multi_turn.enable=maybe"],
+def test_a_noticed_value_goes_first_so_the_command_lines_own_setting_wins():
+    overrides, notices = translate_overrides(
+        [f"{ARR}.rollout.agent.default_agent_loop=my_loop", f"{ARR}.rollout.multi_turn.enable=true"]
     )
-    with pytest.raises(ValueError) as err:
-        load_ppo_config(cfg)
-    message = str(err.value)
-    assert "actor_rollout_ref.rollout.multi_turn.enable='maybe'" in message and "is not a boolean" in message
+    assert overrides == [
+        f"{ARR}.rollout.agent.default_agent_loop=tool_agent",
+        f"{ARR}.rollout.agent.default_agent_loop=my_loop",
+    ]
+    assert len(notices) == 1 and notices[0].startswith(f"{ARR}.rollout.multi_turn.enable=true: ")
 
 
-def test_verl_compat_yaml_declares_exactly_the_compat_keys_with_quiet_defaults():
-    with open(os.path.join(CONFIG_DIR, "verl_compat.yaml")) as f:
-        tree = yaml.safe_load(f)
-
-    def leaves(node, prefix=""):
-        for k, v in node.items():
-            yield from leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [(f"{prefix}{k}", v)]
-
-    declared = dict(leaves(tree))
-    assert set(declared) == {key.path for key in VERL_KEYS}
-    assert all(declared[key.path] in key.quiet for key in VERL_KEYS)
-    cfg, notices = drop_verl_keys(compose_config("ppo_trainer", []))
-    assert notices == [] and "enable" not in cfg.actor_rollout_ref.rollout.multi_turn
+def test_quiet_verl_values_are_dropped_and_verl_lite_values_of_shared_keys_pass():
+    overrides, notices = translate_overrides(
+        [
+            f"{ARR}.actor.strategy=fsdp2",
+            f"{ARR}.model.use_liger=False",
+            f"{ARR}.rollout.mode=standalone",
+            "algorithm.rollout_correction.bypass_mode=false",
+        ]
+    )
+    assert overrides == [f"{ARR}.rollout.mode=standalone"] and notices == []
 
 
-def test_grpo_trains_with_verls_offload_and_log_prob_batch_keys(tmp_path):
+def test_older_tis_cap_runs_as_token_level_importance_sampling(capsys):
+    config = load_ppo_config(compose_config("ppo_trainer", [f"{ARR}.actor.tis_imp_ratio_cap=3.0"]))
+    assert config.actor_rollout_ref.actor.rollout_is == "token"
+    assert config.actor_rollout_ref.actor.rollout_is_threshold == 3.0
+    assert "tis_imp_ratio_cap=3.0: " in capsys.readouterr().err
+
+
+def test_refusals_name_each_key_its_value_and_the_verl_lite_way_at_once():
+    with pytest.raises(ConfigError) as err:
+        translate_overrides(
+            [
+                f"{ARR}.actor.ulysses_sequence_parallel_size=4",
+                "critic.strategy=megatron",
+                "data.reward_fn_key=source",
+            ]
+        )
+    lines = str(err.value).splitlines()[1:]
+    assert lines == [
+        f"- {ARR}.actor.ulysses_sequence_parallel_size=4: verl_lite has no sequence parallelism; use 1 "
+        "(use_dynamic_bsz bounds the tokens per micro-batch).",
+        "- critic.strategy=megatron: is the training engine; verl_lite's is critic.engine.name=fsdp (FSDP2), "
+        "set once for the critic.",
+        "- data.reward_fn_key=source: verl_lite picks the scorer by the data_source column "
+        "(data.default_data_source for rows without one).",
+    ]
+
+
+def test_main_ppo_command_line_is_translated_and_a_refusal_exits_2(capsys):
+    argv = ["main_ppo.py", "--config-name", "ppo_trainer", "critic.optim.lr=1e-5", "data.use_shm=true"]
+    assert translated_argv(argv) == [
+        "main_ppo.py",
+        "--config-name",
+        "ppo_trainer",
+        "critic.critic.optim.lr=1e-5",
+    ]
+    assert "verl_lite: data.use_shm=true: not used" in capsys.readouterr().err
+    # a flag that takes no value leaves the next argument an override
+    assert translated_argv(["main_ppo.py", "--resolve", "critic.optim.lr=1"]) == [
+        "main_ppo.py",
+        "--resolve",
+        "critic.critic.optim.lr=1",
+    ]
+    with pytest.raises(SystemExit) as stop:
+        translated_argv(["main_ppo.py", "reward_model.sandbox_fusion.url=http://x"])
+    assert stop.value.code == 2
+    assert (
+        "reward_model.sandbox_fusion.url=http://x: verl_lite has no sandbox client" in capsys.readouterr().err
+    )
+
+
+def test_every_verl_key_is_handled_one_way():
+    # a verl key is renamed, dropped or refused by exactly one (the most specific) entry
+    paths = [entry.verl for entry in VERL_KEYS]
+    assert len(paths) == len(set(paths))
+    for entry in VERL_KEYS:
+        assert not (entry.refusal and entry.ours), entry.verl
+        assert not entry.refusal or entry.refusal.endswith("."), entry.verl
+        assert not entry.notice or entry.notice.endswith(")") or entry.notice.endswith("."), entry.verl
+
+
+def test_ppo_trains_from_verls_critic_reward_warmup_and_correction_spellings(tmp_path, cluster):
     history = train(
         tmp_path,
+        *joining(cluster),
+        "algorithm.adv_estimator=gae",
+        "trainer.total_training_steps=2",
+        f"{ARR}.actor.strategy=fsdp",
+        f"{ARR}.actor.optim.lr=1e-5",
+        f"{ARR}.actor.optim.lr_warmup_steps=2",
+        "critic.strategy=fsdp",
+        "critic.optim.lr=3e-4",
+        "critic.optim.lr_warmup_steps_ratio=1.0",
+        "critic.ppo_micro_batch_size_per_gpu=5",
+        "critic.forward_micro_batch_size_per_gpu=3",
+        "critic.model.enable_gradient_checkpointing=true",
+        "data.dataloader_num_workers=8",
+        f"custom_reward_function.path={REWARD}",
+        "custom_reward_function.name=compute_score",
+        "+reward_model.reward_kwargs.length_bonus=0.25",
+        "reward_model.reward_manager=dapo",
+        "reward_model.overlong_buffer.enable=true",
+        "reward_model.overlong_buffer.len=20",
+        "reward_model.overlong_buffer.penalty_factor=0.5",
+        "algorithm.rollout_correction.rollout_is=token",
+        "algorithm.rollout_correction.rollout_is_threshold=1.5",
+        "trainer.save_freq=1",
+        "trainer.max_actor_ckpt_to_keep=1",
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    # two warmup steps: half the peak learning rate on the first update, all of it on the second
+    assert [h["actor/lr"] for h in history] == pytest.approx([5e-6, 1e-5])
+    assert [h["critic/lr"] for h in history] == pytest.approx([1.5e-4, 3e-4])
+    assert all(h["critic/vf_loss"] > 0 for h in history)
+    # the custom function's own metric and the overlong penalty of the dapo manager reach the step's metrics
+    assert all("reward_extra/short/mean" in h and "reward_extra/overlong_reward/mean" in h for h in history)
+    assert all(0.0 < h["off_policy/is_weight/max"] <= 1.5 for h in history)
+    checkpoints = sorted(p.name for p in (tmp_path / "grpo_tiny" / "checkpoints").glob("global_step_*"))
+    assert checkpoints == ["global_step_2"]
+
+
+def test_grpo_trains_with_verls_offload_and_log_prob_batch_keys(tmp_path, cluster):
+    history = train(
+        tmp_path,
+        *joining(cluster),
         "trainer.total_training_steps=2",
         "actor_rollout_ref.actor.use_kl_loss=true",
         "actor_rollout_ref.actor.optim.lr=1e-4",  # large enough for a visible KL after one update

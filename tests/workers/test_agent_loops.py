@@ -307,7 +307,8 @@ def test_failing_tool_call_is_an_error_observation_and_a_counted_metric(tok, tur
 
 
 class CounterTool(BaseTool):
-    """Counts calls per trajectory from a per-row start; its reward is the final count."""
+    """Counts calls per trajectory from a per-row start; its reward is the final count (verl's contract:
+    the tool picks its own instance id, reads create_kwargs, returns (response, reward, metrics))."""
 
     tool_schema = {"type": "function", "function": {"name": "count", "parameters": {"type": "object"}}}
 
@@ -315,29 +316,32 @@ class CounterTool(BaseTool):
         super().__init__(config, tool_schema)
         self.state: dict[str, int] = {}
 
-    async def create(self, instance_id, **kwargs):
-        self.state[instance_id] = kwargs["start"]
+    async def create(self, instance_id=None, **kwargs):
+        instance_id = f"counter-{len(self.state)}"
+        self.state[instance_id] = kwargs["create_kwargs"]["start"]
+        return instance_id, ToolResponse()
 
-    async def execute(self, instance_id, parameters):
+    async def execute(self, instance_id, parameters, **kwargs):
         self.state[instance_id] += 1
-        return ToolResponse(
-            text=str(self.state[instance_id]), reward=0.5, metrics={"value": self.state[instance_id]}
-        )
+        # an image the text-only prompt cannot show: counted, not shown
+        shown = ToolResponse(text=str(self.state[instance_id]), image=["<png>"])
+        return shown, 0.5, {"value": self.state[instance_id]}
 
-    async def calc_reward(self, instance_id):
+    async def calc_reward(self, instance_id, **kwargs):
         return float(self.state[instance_id])
 
-    async def release(self, instance_id):
+    async def release(self, instance_id, **kwargs):
         del self.state[instance_id]
 
 
-def test_tool_state_lives_per_trajectory_and_its_reward_is_summed_then_released(tok):
+def test_tool_state_lives_per_trajectory_and_its_reward_is_reported_then_released(tok):
     counter = CounterTool()
     row = {**ROW, "tools_kwargs": {"count": {"create_kwargs": {"start": 10}}}}
     out = run(make_loop(tok, tools=[counter]), row, ScriptedClient(tok, [call_text("count")] * 2 + ["done"]))
     # 10 -> 11 -> 12: the observations show the shared state, calc_reward the final count
     assert [o.split("<tool_response>")[1].split("<")[0] for o in observation_text(tok, out)] == ["11", "12"]
-    assert out.tool_rewards == 12.0 and counter.state == {}
+    assert out.tool_rewards == {"count": 12.0} and counter.state == {}
+    assert out.metrics["tool_reward"] == 12.0 and out.metrics["tool_media_dropped"] == 2
     assert out.metrics["tool_step_reward"] == 1.0 and out.metrics["count/value"] == 11.5
 
 
@@ -346,7 +350,7 @@ class BrokenTool(CounterTool):
 
     tool_schema = {"type": "function", "function": {"name": "broken", "parameters": {"type": "object"}}}
 
-    async def create(self, instance_id, **kwargs):
+    async def create(self, instance_id=None, **kwargs):
         raise OSError("no sandbox")
 
 
@@ -354,7 +358,7 @@ def test_tool_that_cannot_start_is_an_error_observation_and_the_loop_goes_on(tok
     out = run(make_loop(tok, tools=[BrokenTool()]), ROW, ScriptedClient(tok, [call_text("broken"), "ok"]))
     [observation] = observation_text(tok, out)
     assert "Error: tool 'broken' could not start: OSError: no sandbox" in observation
-    assert out.metrics["tool_errors"] == 1 and out.finish_reason == "stop" and out.tool_rewards == 0.0
+    assert out.metrics["tool_errors"] == 1 and out.finish_reason == "stop" and out.tool_rewards == {}
 
 
 # ---- the real tiny model ---------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_calculator_is_a_tool_with_a_schema_from_its_signature():
     assert isinstance(calculator, BaseTool) and calculator.name == "calculator"
     params = calculator.tool_schema["function"]["parameters"]
     assert params["required"] == ["expression"] and params["properties"]["expression"]["type"] == "string"
-    assert asyncio.run(calculator.execute("i", {"expression": "2 + 2"})) == ToolResponse(text="4")
+    assert asyncio.run(calculator.execute("i", {"expression": "2 + 2"})) == (ToolResponse(text="4"), None, {})
 
 
 # ---- @tool -----------------------------------------------------------------------------------
@@ -119,10 +119,12 @@ def test_tool_schema_comes_from_signature_annotations_and_docstring():
 
 def test_tool_runs_sync_and_async_functions_and_stays_callable():
     assert search("a") == {"query": "a", "top_k": 3}
-    assert asyncio.run(search.execute("i", {"query": "a", "top_k": 1})).text == '{"query": "a", "top_k": 1}'
+    assert (
+        asyncio.run(search.execute("i", {"query": "a", "top_k": 1}))[0].text == '{"query": "a", "top_k": 1}'
+    )
     assert wait_then_answer.name == "sleepy"
     assert wait_then_answer.tool_schema["function"]["description"] == "Wait, then answer."
-    assert asyncio.run(wait_then_answer.execute("i", {"seconds": 0})).text == "done"
+    assert asyncio.run(wait_then_answer.execute("i", {"seconds": 0}))[0].text == "done"
 
 
 def test_a_sync_tool_that_never_returns_leaves_the_default_thread_pool_free():
@@ -171,8 +173,8 @@ def test_tool_refuses_untyped_or_unsupported_parameters():
 
 def test_base_tool_rejects_a_schema_that_is_not_an_openai_function():
     class Echo(BaseTool):
-        async def execute(self, instance_id, parameters):
-            return ToolResponse(text=str(parameters))
+        async def execute(self, instance_id, parameters, **kwargs):
+            return ToolResponse(text=str(parameters)), None, {}
 
     with pytest.raises(ValueError, match="Echo has no tool_schema"):
         Echo()
@@ -193,17 +195,18 @@ class CounterTool(BaseTool):
         super().__init__(config, tool_schema)
         self.counts: dict[str, int] = {}
 
-    async def create(self, instance_id, **kwargs):
-        self.counts[instance_id] = kwargs.get("start", 0)
+    async def create(self, instance_id=None, **kwargs):
+        self.counts[instance_id] = kwargs.get("create_kwargs", {}).get("start", 0)
+        return instance_id, ToolResponse()
 
-    async def execute(self, instance_id, parameters):
+    async def execute(self, instance_id, parameters, **kwargs):
         self.counts[instance_id] += self.config.get("step", 1)
-        return ToolResponse(text=str(self.counts[instance_id]))
+        return ToolResponse(text=str(self.counts[instance_id])), None, {}
 
-    async def calc_reward(self, instance_id):
+    async def calc_reward(self, instance_id, **kwargs):
         return float(self.counts[instance_id])
 
-    async def release(self, instance_id):
+    async def release(self, instance_id, **kwargs):
         del self.counts[instance_id]
 
 
@@ -229,7 +232,7 @@ def test_yaml_tool_list_loads_classes_and_tool_functions(tmp_path):
     tools = load_tools(path)
     assert sorted(tools) == ["calculator", "counter"]
     assert isinstance(tools["calculator"], FunctionTool) and tools["counter"].config == {"step": 2}
-    assert asyncio.run(tools["calculator"].execute("i", {"expression": "6*7"})).text == "42"
+    assert asyncio.run(tools["calculator"].execute("i", {"expression": "6*7"}))[0].text == "42"
 
 
 def test_the_shipped_calculator_tool_list_loads():
@@ -249,7 +252,10 @@ def test_the_shipped_calculator_tool_list_loads():
             "tools: [{class_name: verl_lite.workers.tools.Nope}]",
             "module verl_lite.workers.tools has no 'Nope'",
         ),
-        ("tools: [{class_name: json.dumps}]", "json.dumps is a function, not a BaseTool subclass or a @tool"),
+        (
+            "tools: [{class_name: json.dumps}]",
+            "json.dumps is a function, not a tool class (a BaseTool with verl's execute) or a @tool",
+        ),
         (
             "tools: [{class_name: tests.workers.test_tools.CounterTool, config: 3}]",
             "tools[0].config must be a mapping",

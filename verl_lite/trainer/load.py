@@ -9,7 +9,6 @@ multi-agent API, tests) compose the packaged configs with :func:`compose_config`
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,35 +19,38 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 
 def compose_config(config_name: str, overrides: Sequence[str] = ()) -> Any:
     """The packaged ``configs/<config_name>.yaml`` with Hydra ``overrides`` applied, as
-    ``python -m verl_lite.main_* --config-name <config_name> <overrides>`` composes it."""
+    ``python -m verl_lite.main_* --config-name <config_name> <overrides>`` composes it.
+
+    verl's spellings in ``overrides`` are translated first (``verl_compat``): notices go to stderr, and
+    a refused verl value raises ``ConfigError``.
+    """
     from hydra import compose, initialize_config_dir
 
+    from verl_lite.trainer.verl_compat import print_notices, translate_overrides
     from verl_lite.utils.config import register_package_resolver
 
+    overrides, notices = translate_overrides(overrides)
+    print_notices(notices)
     register_package_resolver()  # the configs name packaged files as ${verl_lite:...}
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        return compose(config_name, overrides=list(overrides))
+        return compose(config_name, overrides=overrides)
 
 
 def load_ppo_config(cfg: Any) -> PPOConfig:
     """Typed, defaults-resolved and validated config from a composed ``ppo_trainer`` config.
 
-    verl keys verl_lite does not use are dropped first; a notice for each one set to a value verl_lite
-    handles differently goes to stderr (once, before Ray starts). Raises ``ConfigError`` listing every
-    problem found.
+    Raises ``ConfigError`` listing every problem found. (verl's keys were translated on the command
+    line, before Hydra composed ``cfg``.)
     """
     from verl_lite.trainer.placement import resolve_placement_defaults
+    from verl_lite.trainer.runtime import extension_entries
     from verl_lite.trainer.validation import resolve_embedded_defaults, resolve_local_paths, validate_config
-    from verl_lite.trainer.verl_compat import drop_verl_keys
     from verl_lite.utils.config import from_config
     from verl_lite.utils.extensions import load_extensions
 
-    cfg, notices = drop_verl_keys(cfg)
-    for notice in notices:
-        print(f"verl_lite: {notice}", file=sys.stderr)
     config = resolve_local_paths(resolve_embedded_defaults(from_config(PPOConfig, cfg)))
     # user extensions may register trainer modes, whose placement the defaults follow
-    load_extensions(config.trainer.extensions)
+    load_extensions(extension_entries(config))
     config = resolve_placement_defaults(config)
     validate_config(config)
     return config

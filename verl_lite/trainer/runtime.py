@@ -31,7 +31,13 @@ def ppo_env_vars(config: PPOConfig) -> dict[str, str]:
     from verl_lite.utils.extensions import extensions_env
 
     # the workers' get_kv_client() finds this run's store by it
-    return {NAME_PREFIX_ENV: config.kv.name_prefix, **extensions_env(config.trainer.extensions)}
+    return {NAME_PREFIX_ENV: config.kv.name_prefix, **extensions_env(extension_entries(config))}
+
+
+def extension_entries(config: PPOConfig) -> list[str]:
+    """What every process of the run loads: ``trainer.extensions``, then the agent-loop yaml, if any."""
+    path = config.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    return [*config.trainer.extensions, *([path] if path else [])]
 
 
 class Runtime(contextlib.ExitStack):

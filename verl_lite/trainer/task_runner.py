@@ -56,13 +56,13 @@ class TaskRunner:
         from verl_lite.data.rl_dataset import PromptBatches
         from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
         from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
-        from verl_lite.trainer.runtime import Runtime
+        from verl_lite.trainer.runtime import Runtime, extension_entries
         from verl_lite.trainer.tracking import Tracker
         from verl_lite.utils.config import from_config
         from verl_lite.utils.extensions import load_extensions
 
         config = from_config(PPOConfig, config_dict)
-        load_extensions(config.trainer.extensions)
+        load_extensions(extension_entries(config))
         with Runtime() as runtime:
             tokenizer = AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
             train = build_dataset(config, tokenizer, "train")

@@ -481,6 +481,13 @@ def _multi_turn_problems(config: PPOConfig) -> list[str]:
             load_tools(mt.tool_config_path)
         except ToolConfigError as err:
             out.append(f"{key}.tool_config_path: {err}")
+    if mt.interaction_config_path:
+        from verl_lite.workers.interactions import InteractionConfigError, load_interactions
+
+        try:
+            load_interactions(mt.interaction_config_path)
+        except InteractionConfigError as err:
+            out.append(f"{key}.interaction_config_path: {err}")
     return out
 
 

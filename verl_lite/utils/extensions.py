@@ -2,7 +2,9 @@
 
 Registration happens at import time, so a file named in ``trainer.extensions`` is imported in the
 driver (before validation), in the TaskRunner and in every worker process; workers find the list in
-the ``VERL_LITE_EXTENSIONS`` environment variable that ``main_ppo`` hands to Ray.
+the ``VERL_LITE_EXTENSIONS`` environment variable that ``main_ppo`` hands to Ray. A ``.yaml`` entry is
+an agent-loop file in verl's ``agent_loop_config_path`` format (``rollout.agent.agent_loop_config_path``
+joins the list that way).
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ def load_extensions(entries: Iterable[str]) -> None:
     ``my_loss.py`` in two experiment folders) are both imported.
     """
     for entry in entries:
-        if entry.endswith(".py"):
+        if entry.endswith((".yaml", ".yml")):
+            from verl_lite.workers.agent_loop.loop_config import register_agent_loops_from_yaml
+
+            register_agent_loops_from_yaml(os.path.expanduser(entry))
+        elif entry.endswith(".py"):
             path = os.path.abspath(os.path.expanduser(entry))
             if not os.path.exists(path):
                 raise ValueError(f"trainer.extensions: file {entry!r} does not exist.")
@@ -88,7 +94,7 @@ def function_from_file(path: str | Path, name: str, key: str) -> Callable[..., A
 
 def extensions_env(entries: Iterable[str]) -> dict[str, str]:
     """Environment entry that makes worker processes load the same extensions."""
-    paths = [os.path.abspath(e) if e.endswith(".py") else e for e in entries]
+    paths = [os.path.abspath(e) if e.endswith((".py", ".yaml", ".yml")) else e for e in entries]
     return {ENV_VAR: os.pathsep.join(paths)} if paths else {}
 
 

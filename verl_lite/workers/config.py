@@ -229,6 +229,9 @@ class MultiTurnConfig:
     tool_response_truncate_side: str = "middle"
     # Yaml list of tools (verl's format: tools: [{class_name, config, tool_schema}]); None = no tools.
     tool_config_path: str | None = None
+    # Yaml list of interactions (verl's format: interaction: [{name, class_name, config}]); a row picks one
+    # by extra_info.interaction_kwargs.name and it answers the model's turns that call no tool; None = none.
+    interaction_config_path: str | None = None
     # Registered tool-call parser of the model's text ("hermes": <tool_call>{json}</tool_call>).
     format: str = "hermes"
     # Seconds one tool call may run before it is abandoned and the model sees an error result.
@@ -263,6 +266,9 @@ class AgentConfig:
     num_workers: int | None = None
     # Registered agent loop of rows without an agent_name column (single_turn | tool_agent | openai_agent).
     default_agent_loop: str = "single_turn"
+    # Yaml list of agent loops in verl's format ([{name, _target_: AgentLoop class path}]), registered in
+    # every process beside the @register_agent_loop decorator; None = none.
+    agent_loop_config_path: str | None = None
     # Seconds the controller waits for one batch's rollout before the run fails naming what it waited
     # for (None = no bound).
     generate_timeout_s: float | None = 3600.0

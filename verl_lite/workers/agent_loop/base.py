@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from verl_lite.utils.registry import Registry
 from verl_lite.workers.config import RolloutConfig, SamplingConfig
 from verl_lite.workers.rollout.server import TokenOutput
-from verl_lite.workers.tools.base import BaseTool
+from verl_lite.workers.tools.base import BaseTool, schema_dict
 
 
 class ServerClient(Protocol):
@@ -33,22 +33,32 @@ class AgentLoopContext:
     # A Hugging Face tokenizer (apply_chat_template, decode, eos_token_id).
     tokenizer: Any
     config: RolloutConfig = field(default_factory=RolloutConfig)
-    # Tools by the name the model calls them (from multi_turn.tool_config_path).
+    # Tools by the name the model calls them (from multi_turn.tool_config_path): BaseTool objects, or
+    # objects of classes written against verl's BaseTool.
     tools: dict[str, BaseTool] = field(default_factory=dict)
     # Chat template used instead of the tokenizer's own (None = the tokenizer's).
     chat_template: str | None = None
+    # Interactions by name (from multi_turn.interaction_config_path; verl's BaseInteraction).
+    interactions: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, tokenizer: Any, config: RolloutConfig, chat_template: str | None = None):
-        """A context whose tools are loaded from ``config.multi_turn.tool_config_path`` (none when unset)."""
+        """A context whose tools and interactions are loaded from ``config.multi_turn``'s yaml files."""
+        from verl_lite.workers.interactions import load_interactions
         from verl_lite.workers.tools.config import load_tools
 
-        path = config.multi_turn.tool_config_path
-        return cls(tokenizer, config, load_tools(path) if path else {}, chat_template)
+        tools, interactions = config.multi_turn.tool_config_path, config.multi_turn.interaction_config_path
+        return cls(
+            tokenizer,
+            config,
+            load_tools(tools) if tools else {},
+            chat_template,
+            load_interactions(interactions) if interactions else {},
+        )
 
     def tool_schemas(self) -> list[dict[str, Any]] | None:
         """OpenAI function schemas of the tools, for ``apply_chat_template(tools=...)`` (None without tools)."""
-        return [t.tool_schema for t in self.tools.values()] or None
+        return [schema_dict(t) for t in self.tools.values()] or None
 
 
 @dataclass
@@ -70,8 +80,12 @@ class AgentLoopOutput:
     finish_reason: str
     # tool_calls, tool_errors, tool_latency_s, ...
     metrics: dict[str, float] = field(default_factory=dict)
-    # Sum of BaseTool.calc_reward over the tools this trajectory used (0.0 without tools).
-    tool_rewards: float = 0.0
+    # BaseTool.calc_reward of each tool this trajectory used, by tool name; the reward function sees it as
+    # extra_info["tool_rewards"] (it is not added to the score, as in verl).
+    tool_rewards: dict[str, float] = field(default_factory=dict)
+    # The interaction's score of each of its turns, in order; the reward function sees them as
+    # extra_info["turn_scores"].
+    turn_scores: list[float] = field(default_factory=list)
     # The trajectory's reward when the loop decided it (openai_agent: what the agent returned); None =
     # the reward manager scores the response.
     reward: float | None = None

@@ -230,7 +230,7 @@ class AgentLoopWorker:
         )
         [result] = await self._off_loop(self._score, [(row, output)])
         error = f"greedy baseline: {result.error}" if result.error else None
-        return result.score + output.tool_rewards, error
+        return result.score, error
 
     # ---- scoring and storing, as trajectories finish --------------------------------------------
     async def _write_as_finished(self, batch: _Batch, finished: asyncio.Queue, total: int) -> None:
@@ -252,7 +252,9 @@ class AgentLoopWorker:
             return [None] * len(pairs)
         texts = self.tokenizer.batch_decode([out.response_ids for _, out in pairs], skip_special_tokens=True)
         items = [
-            reward_item(row, text, len(out.response_ids), self.config.rollout.response_length)
+            reward_item(
+                _with_tool_rewards(row, out), text, len(out.response_ids), self.config.rollout.response_length
+            )
             for (row, out), text in zip(pairs, texts)
         ]
         scored = score_items(self.reward_manager, items)
@@ -281,7 +283,7 @@ class AgentLoopWorker:
             }
             status = SUCCESS
             if result is not None:
-                extra.update(score=result.score + out.tool_rewards, acc=result.acc)
+                extra.update(score=result.score, acc=result.acc)
                 if result.pred is not None:
                     extra["pred"] = str(result.pred)
                 if result.reward_extra:
@@ -310,7 +312,7 @@ class AgentLoopWorker:
         if results[0] is not None:
             fields["token_level_scores"] = to_jagged(
                 [
-                    on_last_token(len(o.response_ids), res.score + o.tool_rewards, o.response_mask)
+                    on_last_token(len(o.response_ids), res.score, o.response_mask)
                     for o, res in zip(outputs, results)
                 ]
             )
@@ -346,3 +348,13 @@ __all__ = [
     "AgentLoopWorker",
     "prompt_rows",
 ]
+
+
+def _with_tool_rewards(row: dict[str, Any], out: AgentLoopOutput) -> dict[str, Any]:
+    """``row`` whose extra_info carries the tools' calc_reward values (``tool_rewards``) and the interaction's
+    per-turn scores (``turn_scores``), when there are any."""
+    extra = {"tool_rewards": dict(out.tool_rewards), "turn_scores": list(out.turn_scores)}
+    extra = {key: value for key, value in extra.items() if value}
+    if not extra:
+        return row
+    return {**row, "extra_info": {**(row.get("extra_info") or {}), **extra}}

@@ -6,8 +6,10 @@
         config: {top_k: 3}                                          # passed to the class
         tool_schema: {type: function, function: {name: search, description: ..., parameters: {...}}}
 
-A ``BaseTool`` class is built as ``Class(config=config, tool_schema=tool_schema)``; a ``@tool`` function
-keeps the schema of its signature unless the entry gives one.
+A tool class is built as ``Class(config=config, tool_schema=tool_schema)``, with the schema readable by
+attribute as verl's is: a ``BaseTool`` subclass, or a class written against verl's own ``BaseTool`` (any
+class with an ``execute`` method). A ``@tool`` function keeps the schema of its signature unless the
+entry gives one.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from verl_lite.workers.tools.base import BaseTool, schema_problem
+from verl_lite.workers.tools.base import BaseTool, ToolSchema, schema_problem, tool_name
 from verl_lite.workers.tools.function_tool import FunctionTool
 
 _ENTRY_KEYS = ("class_name", "config", "tool_schema")
@@ -25,7 +27,7 @@ class ToolConfigError(ValueError):
     """A tool yaml that cannot be loaded; the message names the file, the entry and what is valid."""
 
 
-def load_tools(path: str) -> dict[str, BaseTool]:
+def load_tools(path: str) -> dict[str, Any]:
     """The tools of the yaml file at ``path``, by the name the model calls them."""
     import yaml
 
@@ -52,15 +54,14 @@ def load_tools(path: str) -> dict[str, BaseTool]:
     for index, entry in enumerate(entries):
         where = f"tool config {path}: tools[{index}]"
         built = _build(entry, where)
-        if built.name in tools:
-            raise ToolConfigError(
-                f"{where} is a second tool named {built.name!r}; tool names must be unique."
-            )
-        tools[built.name] = built
+        name = tool_name(built)
+        if name in tools:
+            raise ToolConfigError(f"{where} is a second tool named {name!r}; tool names must be unique.")
+        tools[name] = built
     return tools
 
 
-def _build(entry: Any, where: str) -> BaseTool:
+def _build(entry: Any, where: str) -> Any:
     if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str):
         raise ToolConfigError(f'{where} needs a class_name string ("pkg.module.Class"), got {entry!r}.')
     unknown = sorted(set(entry) - set(_ENTRY_KEYS))
@@ -75,15 +76,18 @@ def _build(entry: Any, where: str) -> BaseTool:
     target = _import(class_name, where)
     if isinstance(target, FunctionTool):
         return FunctionTool(target.fn, config=config, tool_schema=schema or target.tool_schema)
-    if isinstance(target, type) and issubclass(target, BaseTool):
-        if schema is None and target.tool_schema is None:
+    if isinstance(target, type) and (
+        issubclass(target, BaseTool) or callable(getattr(target, "execute", None))
+    ):
+        if schema is None and getattr(target, "tool_schema", None) is None:
             raise ToolConfigError(f"{where} ({class_name}) needs a tool_schema: the class defines none.")
         try:
-            return target(config=config, tool_schema=schema)
+            return target(config=config, tool_schema=None if schema is None else ToolSchema(schema))
         except Exception as err:
             raise ToolConfigError(f"{where}: {class_name}(config={config!r}) failed: {err}") from err
     raise ToolConfigError(
-        f"{where}: {class_name} is a {type(target).__name__}, not a BaseTool subclass or a @tool function."
+        f"{where}: {class_name} is a {type(target).__name__}, not a tool class (a BaseTool with verl's "
+        "execute) or a @tool function."
     )
 
 

@@ -51,8 +51,11 @@ class FunctionTool(BaseTool):
     def __repr__(self) -> str:
         return f"FunctionTool({self.fn.__module__}.{self.fn.__qualname__})"
 
-    async def execute(self, instance_id: str, parameters: dict[str, Any]) -> ToolResponse:
-        """Call the function (a sync one on this tool's own threads); its value becomes the response text."""
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[ToolResponse, float | None, dict[str, Any]]:
+        """Call the function (a sync one on this tool's own threads); its value becomes the response text
+        (no reward, no metrics)."""
         try:
             bound = self._signature.bind(**parameters)
         except TypeError as err:
@@ -62,9 +65,9 @@ class FunctionTool(BaseTool):
             value = await self.fn(*bound.args, **bound.kwargs)
         else:
             value = await self._threads.run(self.fn, *bound.args, **bound.kwargs)
-        if isinstance(value, ToolResponse):
-            return value
-        return ToolResponse(text=value if isinstance(value, str) else json.dumps(value))
+        if not isinstance(value, ToolResponse):
+            value = ToolResponse(text=value if isinstance(value, str) else json.dumps(value))
+        return value, None, {}
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None):
