@@ -208,7 +208,15 @@ BAD_CONFIGS = [
     ),
     (
         ["actor_rollout_ref.rollout.agent.default_agent_loop=react"],
-        "actor_rollout_ref.rollout.agent.default_agent_loop='react' is not registered; known: single_turn, tool_agent",
+        "actor_rollout_ref.rollout.agent.default_agent_loop='react' is not registered; known: openai_agent, single_turn, tool_agent",
+    ),
+    (
+        ["actor_rollout_ref.rollout.agent.openai.timeout_s=0"],
+        "actor_rollout_ref.rollout.agent.openai.timeout_s=0 must be a positive number of seconds.",
+    ),
+    (
+        ["actor_rollout_ref.rollout.agent.default_agent_loop=openai_agent"],
+        "actor_rollout_ref.rollout.agent.openai.function.path is null; the openai_agent loop needs the python file",
     ),
     (
         ["actor_rollout_ref.rollout.checkpoint_engine=gloo"],

@@ -53,6 +53,7 @@ class RLHFDataset(Dataset):
         truncation: for longer prompts that are not filtered: ``"error"`` raises, ``"left"`` keeps the
             last ``max_prompt_length`` tokens, ``"right"`` the first.
         default_data_source: ``data_source`` of rows without one.
+        agent_name: agent loop of every row, replacing the ``agent_name`` column (None = the column).
         split: name used in uids (``"train"``, ``"val"``).
         chat_template_kwargs: extra arguments of ``apply_chat_template`` (e.g. ``enable_thinking``).
         rows: in-memory rows instead of files.
@@ -80,6 +81,7 @@ class RLHFDataset(Dataset):
         filter_overlong_prompts: bool = False,
         truncation: str = "error",
         default_data_source: str = "unknown",
+        agent_name: str | None = None,
         split: str = "train",
         chat_template_kwargs: Mapping[str, Any] | None = None,
         rows: Sequence[Mapping[str, Any]] | None = None,
@@ -100,6 +102,7 @@ class RLHFDataset(Dataset):
         self.filter_overlong_prompts = filter_overlong_prompts
         self.truncation = truncation
         self.default_data_source = default_data_source
+        self.agent_name = agent_name
         self.split = split
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.skipped: dict[str, dict[str, Any]] = {}
@@ -130,7 +133,7 @@ class RLHFDataset(Dataset):
             "extra_info": dict(row.get("extra_info") or {}),
             # what agent loops read: the chat before templating, and the loop chosen for this row
             "messages": messages,
-            "agent_name": row.get("agent_name"),
+            "agent_name": self.agent_name or row.get("agent_name"),
             "index": index,
             "row": row,
         }

@@ -31,6 +31,9 @@ class DataConfig:
     prompt_key: str = "prompt"
     # data_source used for rows without that column.
     default_data_source: str = "synthetic_arith"
+    # Agent loop of every row, replacing the files' agent_name column (null = the column, and
+    # actor_rollout_ref.rollout.agent.default_agent_loop for rows without one).
+    agent_name: str | None = None
     # Prompts per training step (each gets rollout.n samples).
     train_batch_size: int = 16
     # Prompts per validation generate call (null = the whole validation set at once).

@@ -48,12 +48,18 @@ def length_problems(config: PPOConfig) -> list[str]:
 
 
 def agent_name_problems(config: PPOConfig) -> list[str]:
-    """Every row's ``agent_name`` names a registered agent loop (verl's names count as their equivalents)."""
+    """``data.agent_name``, else every row's ``agent_name``, names a registered agent loop (verl's names count
+    as their equivalents)."""
     from verl_lite.data.files import DataFileError, read_column
     from verl_lite.workers.agent_loop import AGENT_LOOPS
     from verl_lite.workers.agent_loop.base import VERL_AGENT_NAMES, agent_loop_name
 
     valid = ", ".join([*AGENT_LOOPS.names(), *(f"{v} (verl: {k})" for k, v in VERL_AGENT_NAMES.items())])
+    forced = config.data.agent_name
+    if forced is not None:
+        if agent_loop_name(forced) in AGENT_LOOPS:
+            return []
+        return [f"data.agent_name={forced!r} is not a registered agent loop; known: {valid}."]
     out = []
     for key, path in data_files(config):
         try:

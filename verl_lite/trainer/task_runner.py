@@ -24,6 +24,7 @@ def build_dataset(config: PPOConfig, tokenizer, split: str):
         filter_overlong_prompts=data.filter_overlong_prompts,
         truncation=data.truncation,
         default_data_source=data.default_data_source,
+        agent_name=data.agent_name,
         split=split,
     )
     if not len(dataset):  # all rows skipped once tokenized (overlong); the other reasons fail before Ray

@@ -53,6 +53,9 @@ def resolve_local_paths(config: PPOConfig) -> PPOConfig:
     if custom.path:
         absolute = dataclasses.replace(custom, path=os.path.abspath(os.path.expanduser(custom.path)))
         config.reward = dataclasses.replace(config.reward, custom_reward_function=absolute)
+    agent_function = config.actor_rollout_ref.rollout.agent.openai.function
+    if agent_function.path:
+        agent_function.path = os.path.abspath(os.path.expanduser(agent_function.path))
     return config
 
 
@@ -72,6 +75,7 @@ def validate_config(config: PPOConfig) -> None:
         *_val_batch_problems(config),
         *_rollout_problems(config),
         *_multi_turn_problems(config),
+        *_openai_agent_problems(config),
         *_model_problems(config),
         *_engine_problems(config),
         *length_problems(config),
@@ -484,6 +488,25 @@ def _multi_turn_problems(config: PPOConfig) -> list[str]:
             load_interactions(mt.interaction_config_path)
         except InteractionConfigError as err:
             out.append(f"{key}.interaction_config_path: {err}")
+    return out
+
+
+def _openai_agent_problems(config: PPOConfig) -> list[str]:
+    """The openai_agent loop's agent function loads (when the loop is chosen or a file is named)."""
+    from verl_lite.workers.agent_loop.openai_agent import load_agent
+
+    agent, key = config.actor_rollout_ref.rollout.agent, "actor_rollout_ref.rollout.agent.openai"
+    out = []
+    if not isinstance(agent.openai.timeout_s, int | float) or agent.openai.timeout_s <= 0:
+        out.append(f"{key}.timeout_s={agent.openai.timeout_s!r} must be a positive number of seconds.")
+    chosen = "openai_agent" in (agent.default_agent_loop, config.data.agent_name)
+    if chosen or agent.openai.function.path:
+        try:
+            load_agent(agent.openai.function.path, agent.openai.function.name)
+        except Exception as err:  # the user's file: any import error is reported, not raised
+            out.append(
+                str(err) if isinstance(err, ValueError) else f"{key}.function: {type(err).__name__}: {err}"
+            )
     return out
 
 

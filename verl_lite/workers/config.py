@@ -239,13 +239,32 @@ class MultiTurnConfig:
 
 
 @dataclass
+class AgentFunction:
+    """An async agent function named by file and name (``rollout.agent.openai.function``)."""
+
+    # Python file defining the agent (null = none; required by the openai_agent loop).
+    path: str | None = None
+    # Name of the ``async def agent(client, row) -> float | None`` in that file.
+    name: str = "agent"
+
+
+@dataclass
+class OpenAIAgentConfig:
+    """The ``openai_agent`` loop: a user's agent written against the OpenAI client (``rollout.agent.openai``)."""
+
+    function: AgentFunction = field(default_factory=AgentFunction)
+    # Seconds one trajectory's agent may run; past it the trajectory is a counted failure (agent_timeouts).
+    timeout_s: float = 600.0
+
+
+@dataclass
 class AgentConfig:
     """The agent-loop workers that drive the rollout servers (``rollout.agent``)."""
 
     # Agent-loop worker actors sharing each batch (each runs many loops at once); None = none in the hybrid
     # placement (each rollout server's process runs the loops of its share itself) and 1 in standalone.
     num_workers: int | None = None
-    # Registered agent loop of rows without an agent_name column (single_turn | tool_agent).
+    # Registered agent loop of rows without an agent_name column (single_turn | tool_agent | openai_agent).
     default_agent_loop: str = "single_turn"
     # Yaml list of agent loops in verl's format ([{name, _target_: AgentLoop class path}]), registered in
     # every process beside the @register_agent_loop decorator; None = none.
@@ -253,6 +272,8 @@ class AgentConfig:
     # Seconds the controller waits for one batch's rollout before the run fails naming what it waited
     # for (None = no bound).
     generate_timeout_s: float | None = 3600.0
+    # The openai_agent loop's user agent and its time limit.
+    openai: OpenAIAgentConfig = field(default_factory=OpenAIAgentConfig)
 
 
 @dataclass

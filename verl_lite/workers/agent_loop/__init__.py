@@ -1,4 +1,4 @@
-"""Agent loops: one trajectory per prompt row, talking to a rollout server (``single_turn``, ``tool_agent``)."""
+"""Agent loops: one trajectory per prompt row, talking to a rollout server (``single_turn``, ``tool_agent``, ``openai_agent``)."""
 
 from verl_lite.workers.agent_loop.base import (
     AGENT_LOOPS,
@@ -9,6 +9,7 @@ from verl_lite.workers.agent_loop.base import (
     get_agent_loop,
     register_agent_loop,
 )
+from verl_lite.workers.agent_loop.openai_agent import OpenAIAgentLoop
 from verl_lite.workers.agent_loop.single_turn import SingleTurnAgentLoop
 from verl_lite.workers.agent_loop.tool_agent import ToolAgentLoop, truncate_tool_response
 
@@ -17,6 +18,7 @@ __all__ = [
     "AgentLoop",
     "AgentLoopContext",
     "AgentLoopOutput",
+    "OpenAIAgentLoop",
     "ServerClient",
     "SingleTurnAgentLoop",
     "ToolAgentLoop",

@@ -86,6 +86,9 @@ class AgentLoopOutput:
     # The interaction's score of each of its turns, in order; the reward function sees them as
     # extra_info["turn_scores"].
     turn_scores: list[float] = field(default_factory=list)
+    # The trajectory's reward when the loop decided it (openai_agent: what the agent returned); None =
+    # the reward manager scores the response.
+    reward: float | None = None
 
 
 class AgentLoop(ABC):

@@ -41,11 +41,10 @@ from verl_lite.workers.config import SamplingConfig
 from verl_lite.workers.rollout.server import TokenOutput
 from verl_lite.workers.tools.base import BaseTool, call_result, created_id
 from verl_lite.workers.tools.parsers import ParsedToolCalls, ToolCall, get_tool_parser
+from verl_lite.workers.tools.rendering import ChatRenderer
 
 # multi_turn.tool_response_truncate_side values.
 TRUNCATE_SIDES = ("left", "middle", "right")
-# The conversation tool messages are appended to when their tokens are rendered (only the delta is kept).
-_DELTA_BASE = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "x"}]
 
 
 def truncate_tool_response(text: str, limit: int, side: str) -> str:
@@ -101,7 +100,7 @@ class ToolAgentLoop(AgentLoop):
         super().__init__(context)
         self.multi_turn = context.config.multi_turn
         self.parse = get_tool_parser(self.multi_turn.format)
-        self._base_ids = self._encode(self._render(_DELTA_BASE, add_generation_prompt=False))
+        self.renderer = ChatRenderer(self.tokenizer, context.chat_template)
 
     async def run(
         self, row: dict[str, Any], client: ServerClient, sampling: SamplingConfig, max_tokens: int
@@ -311,47 +310,12 @@ class ToolAgentLoop(AgentLoop):
         messages = row.get("messages")
         if messages is None or len(messages) == 0:
             return list(row["prompt_ids"])
-        messages = [dict(m) for m in messages]
-        return self._encode(
-            self._render(messages, add_generation_prompt=True, tools=self.context.tool_schemas())
-        )
+        return self.renderer.prompt_ids([dict(m) for m in messages], self.context.tool_schemas())
 
     def _observation_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         """Tokens of ``messages`` (tool results or a user turn) and the next generation prompt, as the chat
-        template renders them.
-
-        The model's turn ends with its EOS; whatever the template writes after an assistant message's EOS
-        (e.g. a newline) belongs to the observation, so the delta is taken from just after that EOS.
-        """
-        full = self._encode(self._render(_DELTA_BASE + messages, add_generation_prompt=True))
-        cut = _after_last(self._base_ids, self.tokenizer.eos_token_id)
-        if full[:cut] != self._base_ids[:cut]:
-            raise ValueError(
-                "the chat template renders earlier turns differently once tool messages follow them, so tool "
-                "observations cannot be appended token by token; use a template that only appends (e.g. "
-                "verl_lite.workers.tools.TOOL_CHAT_TEMPLATE)."
-            )
-        return full[cut:]
-
-    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools=None) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages,
-            tools=tools,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            chat_template=self.context.chat_template,
-        )
-
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-
-def _after_last(ids: list[int], token_id: int | None) -> int:
-    """The index just after the last ``token_id`` in ``ids`` (``len(ids)`` when it does not occur)."""
-    for i in range(len(ids) - 1, -1, -1):
-        if ids[i] == token_id:
-            return i + 1
-    return len(ids)
+        template renders them after the model's turn."""
+        return self.renderer.appended_ids(messages)
 
 
 def _describe(err: BaseException) -> str:

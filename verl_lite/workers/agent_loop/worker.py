@@ -247,6 +247,7 @@ class AgentLoopWorker:
             stored += len(ready)
 
     def _score(self, pairs: list[tuple[dict, AgentLoopOutput]]) -> list[ScoredResponse | None]:
+        """The reward manager's score of each response; a reward the loop decided replaces it."""
         if self.reward_manager is None or "data_source" not in pairs[0][0]:
             return [None] * len(pairs)
         texts = self.tokenizer.batch_decode([out.response_ids for _, out in pairs], skip_special_tokens=True)
@@ -256,7 +257,11 @@ class AgentLoopWorker:
             )
             for (row, out), text in zip(pairs, texts)
         ]
-        return score_items(self.reward_manager, items)
+        scored = score_items(self.reward_manager, items)
+        return [
+            result if out.reward is None else ScoredResponse(score=out.reward, acc=float(out.reward > 0))
+            for result, (_, out) in zip(scored, pairs)
+        ]
 
     def _store(self, batch: _Batch, ready: list[_Finished], baselines: list | None) -> None:
         start = time.perf_counter()
