@@ -28,7 +28,7 @@ from tests.test_docs_config import gen, yaml_defaults
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 # Calls that start a real main_ppo run.
-RUN_CALLS = {"train", "run", "check_call", "check_output"}
+RUN_CALLS = {"train", "train_cli", "run", "check_call", "check_output"}
 OVERRIDE = re.compile(r"^[~+]*([A-Za-z_][\w.]*)=(.*)$", re.DOTALL)
 # Registered names main_ppo's validation refuses, by registry: the override that asks for each.
 REFUSED = {
