@@ -1,7 +1,7 @@
 """Rule-based scorers chosen by ``data_source``, and the dispatcher the reward managers call by default.
 
 Importing this package registers the built-in scorers (GSM8K, MATH, the synthetic task and its
-calculator variant). Add your own with :func:`register_scorer`, or point
+calculator variant, and reasoning-gym's generators when it is installed). Add your own with :func:`register_scorer`, or point
 ``reward.custom_reward_function.path`` at a file.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import gsm8k, hendrycks_math, synthetic_arith, synthetic_calc  # noqa: F401  (registers them)
+from . import gsm8k, hendrycks_math, reasoning_gym, synthetic_arith, synthetic_calc  # noqa: F401  (registers them)
 from .registry import SCORERS, ScoreFn, accepted_kwargs, register_scorer, select_kwargs
 
 __all__ = [
