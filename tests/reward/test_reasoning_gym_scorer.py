@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import reasoning_gym
 
 from verl_lite.data.reasoning_gym import ReasoningGymConfig, split_sizes, write_reasoning_gym_files
-from verl_lite.reward.scorers import default_compute_score
+from verl_lite.reward.scorers import default_compute_score, get_scorer
 
 
 def test_a_response_is_scored_by_the_generators_score_answer():
@@ -30,3 +31,11 @@ def test_rows_are_shared_by_weight_and_the_same_for_the_same_seed(tmp_path):
     first = [open(p, "rb").read() for p in write_reasoning_gym_files(cfg, str(tmp_path / "a"))]
     again = [open(p, "rb").read() for p in write_reasoning_gym_files(cfg, str(tmp_path / "b"))]
     assert first == again
+
+
+def test_an_unknown_data_source_names_the_reasoning_gym_generators_as_one_entry():
+    with pytest.raises(ValueError) as info:
+        get_scorer("reasoning_gym/no_such_task")
+    message = str(info.value)
+    assert "reasoning_gym/<generator> (" in message and "reasoning_gym/leg_counting" not in message
+    assert "openai/gsm8k" in message and len(message) < 600

@@ -13,7 +13,7 @@ from typing import Any
 
 from .registry import register_scorer
 
-__all__ = ["compute_reasoning_gym_score"]
+__all__ = ["DATA_SOURCE_PREFIX", "compute_reasoning_gym_score"]
 
 # equals verl_lite.data.reasoning_gym.DATA_SOURCE_PREFIX; spelled out so importing the scorer skips pandas
 DATA_SOURCE_PREFIX = "reasoning_gym/"
