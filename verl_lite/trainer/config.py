@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.data.reasoning_gym import ReasoningGymConfig
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.reward.config import RewardConfig
 from verl_lite.trainer.multi_agent.config import MultiAgentSection
@@ -50,6 +51,8 @@ class DataConfig:
     shuffle: bool = True
     # Seed of the prompt order.
     seed: int = 1
+    # reasoning-gym generators as the training and validation rows (verl_lite/data/reasoning_gym.py).
+    reasoning_gym: ReasoningGymConfig = field(default_factory=ReasoningGymConfig)
 
 
 @dataclass

@@ -48,7 +48,7 @@ def load_ppo_config(cfg: Any) -> PPOConfig:
     from verl_lite.utils.config import from_config
     from verl_lite.utils.extensions import load_extensions
 
-    config = resolve_local_paths(resolve_embedded_defaults(from_config(PPOConfig, cfg)))
+    config = resolve_local_paths(resolve_embedded_defaults(with_generated_data(from_config(PPOConfig, cfg))))
     # user extensions may register trainer modes, whose placement the defaults follow
     load_extensions(extension_entries(config))
     config = resolve_placement_defaults(config)
@@ -56,4 +56,22 @@ def load_ppo_config(cfg: Any) -> PPOConfig:
     return config
 
 
-__all__ = ["CONFIG_DIR", "compose_config", "load_ppo_config"]
+def with_generated_data(config: PPOConfig) -> PPOConfig:
+    """Write ``data.reasoning_gym``'s rows under the run folder and point the data files at them.
+
+    Raises ``ConfigError`` when ``data.reasoning_gym`` is invalid (before anything is written).
+    """
+    from verl_lite.data.reasoning_gym import reasoning_gym_problems, write_reasoning_gym_files
+    from verl_lite.trainer.validation import ConfigError
+
+    data = config.data
+    problems = reasoning_gym_problems(data.reasoning_gym, data.train_files, data.val_files)
+    if problems:
+        raise ConfigError("invalid configuration:\n- " + "\n- ".join(problems))
+    if data.reasoning_gym.generators:
+        out_dir = os.path.abspath(os.path.join(config.trainer.run_path, "reasoning_gym"))
+        data.train_files, data.val_files = write_reasoning_gym_files(data.reasoning_gym, out_dir)
+    return config
+
+
+__all__ = ["CONFIG_DIR", "compose_config", "load_ppo_config", "with_generated_data"]

@@ -1,7 +1,7 @@
 """Rule-based scorers chosen by ``data_source``, and the dispatcher the reward managers call by default.
 
 Importing this package registers the built-in scorers (GSM8K, MATH, the synthetic task and its
-calculator variant). Add your own with :func:`register_scorer`, or point
+calculator variant, and reasoning-gym's generators when it is installed). Add your own with :func:`register_scorer`, or point
 ``reward.custom_reward_function.path`` at a file.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import gsm8k, hendrycks_math, synthetic_arith, synthetic_calc  # noqa: F401  (registers them)
+from . import gsm8k, hendrycks_math, reasoning_gym, synthetic_arith, synthetic_calc  # noqa: F401  (registers them)
 from .registry import SCORERS, ScoreFn, accepted_kwargs, register_scorer, select_kwargs
 
 __all__ = [
@@ -18,9 +18,20 @@ __all__ = [
     "accepted_kwargs",
     "default_compute_score",
     "get_scorer",
+    "known_data_sources",
     "register_scorer",
     "select_kwargs",
 ]
+
+
+def known_data_sources() -> str:
+    """The registered data sources for an error message, each reasoning-gym generator folded into one entry."""
+    prefix = reasoning_gym.DATA_SOURCE_PREFIX
+    names = [n for n in SCORERS.names() if not n.startswith(prefix)]
+    generators = len(SCORERS.names()) - len(names)
+    if generators:
+        names.append(f"{prefix}<generator> ({generators} reasoning-gym generators)")
+    return ", ".join(names)
 
 
 def get_scorer(data_source: str) -> ScoreFn:
@@ -28,7 +39,7 @@ def get_scorer(data_source: str) -> ScoreFn:
     if data_source not in SCORERS:
         raise ValueError(
             f"no reward scorer for data_source {data_source!r}; known data sources: "
-            f"{', '.join(SCORERS.names())}. Register one with verl_lite.reward.register_scorer or set "
+            f"{known_data_sources()}. Register one with verl_lite.reward.register_scorer or set "
             "reward.custom_reward_function.path."
         )
     return SCORERS.get(data_source)
