@@ -32,6 +32,7 @@ def settings(cls, tmp_path):
         reference_kl_coef=0.01,
         num_agents=2,
         num_turns=1,
+        num_train_epochs=1,
         num_generations=4,
         max_new_tokens=8,
         agent_learning_rate=1e-4,
