@@ -265,4 +265,5 @@ def test_maremax_trains_with_the_max_baseline_and_passes_transition_prompts_thro
     assert set(evaluation) == {"eval/turn_1/reward_mean", "eval/turn_2/reward_mean"}
     record = json.loads((Path(args.output_dir) / "eval" / "env_step_4.json").read_text())
     first, second = record["prompts"][0][0]  # agent 0, task 0: turn 1 and turn 2
-    assert first == "Name a colour." and second.startswith("Improve on: ")  # passed through, no formatter text
+    # passed through: the transition's text alone, without the formatter's
+    assert first == "Name a colour." and second.startswith("Improve on: ")
