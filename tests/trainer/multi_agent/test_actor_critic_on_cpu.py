@@ -107,7 +107,12 @@ def test_metrics_callback_runs_in_training_and_evaluation(runs, name):
     assert [r["env_step"] for r in trainer.rollout_history] == [4, 8]
     assert all(r["agents_seen"] == 2.0 for r in trainer.rollout_history)
     # evaluation: eval_num_samples=1 task, averaged over items and prefixed
-    assert set(run["eval"]) == {"eval/turn_1/reward_mean", "eval/response_chars", "eval/agents_seen"}
+    assert set(run["eval"]) == {
+        "eval/turn_1/reward_mean",
+        "eval/turn_1/expected_return",
+        "eval/response_chars",
+        "eval/agents_seen",
+    }
     [saved] = list((run["path"] / "eval").glob("env_step_8.json"))
     assert len(json.loads(saved.read_text())["batch_items"]) == 1
     kinds = [json.loads(line)["kind"] for line in (run["path"] / "metrics.jsonl").read_text().splitlines()]

@@ -262,7 +262,14 @@ def test_maremax_trains_with_the_max_baseline_and_passes_transition_prompts_thro
         assert step[f"policy_{k}/critic/score/min"] >= 1.0
     assert step["turn_2/reward_min"] >= 1.0
     assert calls == [1, 1]  # once after turn 1 in training, once in evaluation
-    assert set(evaluation) == {"eval/turn_1/reward_mean", "eval/turn_2/reward_mean"}
+    # CoMLRL's evaluation names; one item, so turn 1's return is both turns' rewards
+    assert set(evaluation) == {
+        f"eval/turn_{k}/{m}" for k in (1, 2) for m in ("reward_mean", "expected_return")
+    }
+    assert evaluation["eval/turn_2/expected_return"] == evaluation["eval/turn_2/reward_mean"]
+    assert evaluation["eval/turn_1/expected_return"] == pytest.approx(
+        evaluation["eval/turn_1/reward_mean"] + evaluation["eval/turn_2/reward_mean"]
+    )
     record = json.loads((Path(args.output_dir) / "eval" / "env_step_4.json").read_text())
     first, second = record["prompts"][0][0]  # agent 0, task 0: turn 1 and turn 2
     # passed through: the transition's text alone, without the formatter's

@@ -45,7 +45,11 @@ def length_ratio(tmp_path_factory):
 def test_the_seed_checks_hold_and_evaluate_returns_the_aggregated_metric(length_ratio):
     example, out, result = length_ratio
     example.check_task()  # the three asserts of the seed
-    assert set(result["eval"]) == {"eval/turn_1/reward_mean", "eval/turn_1/response_chars"}
+    assert set(result["eval"]) == {
+        "eval/turn_1/reward_mean",
+        "eval/turn_1/expected_return",
+        "eval/turn_1/response_chars",
+    }
     assert result["eval"]["eval/turn_1/response_chars"] > 0
     saved = json.loads((out / "eval-metrics.json").read_text())
     assert saved == result["eval"]

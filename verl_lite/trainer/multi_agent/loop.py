@@ -268,8 +268,9 @@ class MultiAgentLoop:
     def evaluate(self, items: list[dict[str, Any]], step: int) -> tuple[dict[str, float], dict[str, Any]]:
         """One answer per agent per turn for each task; returns the ``eval/`` metrics and the raw records.
 
-        The records hold ``agent_completions_turns`` in ``[agent][task item][turn]`` order, ``batch_items``
-        and ``prompts`` (``[agent][task item][turn]``), as the eval logger receives them.
+        The records hold ``agent_completions_turns`` in ``[agent][task item][turn]`` order (as the eval
+        logger receives them), ``batch_items`` and the prompts the agents saw (``[agent][task item][turn]``;
+        the eval logger gets each item's task ``prompt`` instead, as in CoMLRL).
         """
         n_agents, turns = len(self.agents), self.args.num_turns
         completions = [[[] for _ in items] for _ in range(n_agents)]
@@ -307,9 +308,14 @@ class MultiAgentLoop:
         metrics = {}
         for turn in range(turns):
             metrics[f"eval/turn_{turn + 1}/reward_mean"] = sum(rewards[turn]) / max(len(rewards[turn]), 1)
+            # CoMLRL's evaluation return: the undiscounted reward sum from this turn on, per task item
+            remaining = [sum(rewards[t][r] for t in range(turn, turns)) for r in range(len(items))]
+            metrics[f"eval/turn_{turn + 1}/expected_return"] = sum(remaining) / max(len(remaining), 1)
         if self.fn.eval_logger is not None and self.fn.eval_aggregator is not None:
-            rows = self.fn.eval_logger(
-                agent_completions_turns=completions, batch_items=items, prompts=prompts
+            rows = self.fn.eval_logger(  # CoMLRL's prompts: each item's task prompt
+                agent_completions_turns=completions,
+                batch_items=items,
+                prompts=[item.get("prompt", "") for item in items],
             )
             extra = self.fn.eval_aggregator(rows, num_turns=turns)
             metrics.update({f"eval/{k}": float(v) for k, v in extra.items()})
