@@ -1,12 +1,13 @@
-"""CoMLRL's return baselines (``advantage_mode`` mean | max | rloo | raw) as outcome estimators.
+"""``joint_return``: CoMLRL's return baselines (its ``advantage_mode``) as one outcome estimator.
 
 Each response's return is its summed ``token_level_rewards`` (the joint reward, minus the reference-KL
-penalty when that is on); the samples of one prompt (equal ``index``) form a group of G returns R_g:
+penalty when that is on); the samples of one prompt (equal ``index``) form a group of G returns R_g, and
+``return_baseline`` in the config picks the baseline:
 
-* ``joint_mean``: A_g = R_g - mean(R)
-* ``joint_max``: A_g = R_g - max(R) (ReMax's baseline over the group)
-* ``joint_rloo``: A_g = R_g - mean of the other returns = (G R_g - sum(R)) / (G - 1)
-* ``joint_raw``: A_g = R_g (REINFORCE without a baseline)
+* ``mean``: A_g = R_g - mean(R)
+* ``max``: A_g = R_g - max(R) (ReMax's baseline over the group)
+* ``rloo``: A_g = R_g - mean of the other returns = (G R_g - sum(R)) / (G - 1)
+* ``raw``: A_g = R_g (REINFORCE without a baseline)
 
 With ``norm_adv_by_std_in_grpo`` (CoMLRL's ``advantage_normalization``, default True) the group's
 advantages are then standardised: (A_g - mean(A)) / max(std(A), 1e-6), std over the G values
@@ -48,7 +49,7 @@ def joint_return_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages (= returns) of CoMLRL's ``advantage_mode`` ``mode``, broadcast over the response tokens."""
     if mode not in BASELINES:
-        raise ValueError(f"advantage_mode is {mode!r}; use one of {sorted(BASELINES)}.")
+        raise ValueError(f"algorithm.return_baseline is {mode!r}; use one of {', '.join(BASELINES)}.")
     scores = sequence_scores(token_level_rewards, response_mask)
     if not scores.numel():
         return token_level_rewards.clone(), token_level_rewards.clone()
@@ -63,29 +64,15 @@ def joint_return_advantage(
     return tokens, tokens
 
 
-def _register(mode: str) -> None:
-    @register_adv_est(f"joint_{mode}", needs=OUTCOME)
-    def estimator(
-        *,
+@register_adv_est("joint_return", needs=OUTCOME)
+def compute_joint_return_advantages(
+    *, token_level_rewards, response_mask, index=None, values=None, gamma=1.0, lam=1.0, config=None, **extras
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CoMLRL's advantages; reads ``return_baseline`` and ``norm_adv_by_std_in_grpo`` from ``config``."""
+    return joint_return_advantage(
         token_level_rewards,
         response_mask,
-        index=None,
-        values=None,
-        gamma=1.0,
-        lam=1.0,
-        config=None,
-        **extras,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return joint_return_advantage(
-            token_level_rewards,
-            response_mask,
-            index,
-            mode,
-            normalize=config_get(config, "norm_adv_by_std_in_grpo", True),
-        )
-
-    estimator.__doc__ = f"CoMLRL's advantage_mode={mode!r}, normalised per group by norm_adv_by_std_in_grpo."
-
-
-for _mode in BASELINES:
-    _register(_mode)
+        index,
+        config_get(config, "return_baseline", "mean"),
+        normalize=config_get(config, "norm_adv_by_std_in_grpo", True),
+    )

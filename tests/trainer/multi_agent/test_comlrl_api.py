@@ -120,10 +120,10 @@ def test_return_baselines_follow_advantage_mode_and_normalisation():
 
 def test_comlrl_settings_reach_each_agents_verl_lite_config():
     args = MAReMaxConfig(num_turns=1, top_k=7, reference_kl_enabled=True, reference_kl_coef=0.05)
-    config = agent_ppo_config(args, None, 1, "joint_max")
+    config = agent_ppo_config(args, None, 1, "joint_return")
     algorithm = config.algorithm
-    assert (algorithm.adv_estimator, algorithm.use_kl_in_reward, algorithm.kl_penalty) == (
-        "joint_max",
+    assert (algorithm.return_baseline, algorithm.use_kl_in_reward, algorithm.kl_penalty) == (
+        "max",
         True,
         "low_var_kl",
     )
@@ -142,10 +142,7 @@ def test_trainers_take_comlrl_arguments():
     args = MAGRPOConfig(num_turns=1)
     trainer = MAGRPOTrainer(agents=["m0", "m1", "m2"], reward_func=reward, train_dataset=tasks, args=args)
     assert trainer.args.num_agents == 3 and trainer.models == ["m0", "m1", "m2"]
-    assert trainer.estimator == "joint_mean"
-    assert MAReMaxTrainer(
-        reward_func=reward, train_dataset=tasks, args=MAReMaxConfig(num_turns=1)
-    ).estimator == ("joint_max")
+    assert trainer.estimator == "joint_return"
     with pytest.warns(UserWarning, match=r"model_config keys \['torch_dtype'\] ignored"):
         MAGRPOTrainer(
             agent_model="m",

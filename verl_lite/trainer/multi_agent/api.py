@@ -64,6 +64,8 @@ def agent_ppo_config(
         overrides.append(f"actor_rollout_ref.model.tokenizer_path={tokenizer_path}")
     if critic_path:
         overrides.append(f"critic.model.path={critic_path}")
+    if isinstance(args, MAGRPOConfig):
+        overrides.append(f"algorithm.return_baseline={args.advantage_mode}")
     if isinstance(args, ActorCriticConfig):
         overrides += [
             f"critic.critic.optim.lr={args.critic_learning_rate}",
@@ -203,7 +205,7 @@ class MAGRPOTrainer:
         """The advantage estimator of every policy: CoMLRL's return baseline, or GAE with a critic."""
         if isinstance(self.args, ActorCriticConfig):
             return "gae"
-        return f"joint_{self.args.advantage_mode}"
+        return "joint_return"
 
     # ---- public API -----------------------------------------------------------------------------
     def train(self) -> list[dict[str, float]]:

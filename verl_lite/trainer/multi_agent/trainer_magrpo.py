@@ -38,6 +38,7 @@ def magrpo_args(config: Any) -> MAGRPOConfig:
         top_k=arr.rollout.top_k if arr.rollout.top_k > 0 else None,
         agent_learning_rate=arr.actor.optim.lr,
         advantage_normalization=config.algorithm.norm_adv_by_std_in_grpo,
+        advantage_mode=config.algorithm.return_baseline,
         reference_kl_enabled=config.algorithm.use_kl_in_reward,
         reference_kl_coef=config.algorithm.kl_ctrl.kl_coef,
         eval_interval=ma.eval_interval,
