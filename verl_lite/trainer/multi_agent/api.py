@@ -1,4 +1,5 @@
-"""``MAGRPOTrainer``: CoMLRL's Python entry (``train()`` / ``evaluate()``) on the Ray single controller.
+"""CoMLRL's trainers (MAGRPO, MAREINFORCE, MAReMax, MARLOO, IAC, MAAC) and their Python entry (``train()`` /
+``evaluate()``) on the Ray single controller.
 
 The calling process is the controller: it starts (or joins) Ray, one KV store, and one policy worker
 group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` task by task.
@@ -396,7 +397,7 @@ def _count(args: MultiAgentConfig | None, agents: Sequence[str] | None, num_agen
         return num_agents
     if agents is not None:
         return len(agents)
-    return args.num_agents if args is not None else 2
+    return args.num_agents if args is not None else MultiAgentConfig.num_agents
 
 
 def _per_agent(value: Any, num_agents: int, name: str) -> list[str | None]:
