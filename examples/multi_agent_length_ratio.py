@@ -17,9 +17,21 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from verl_lite.trainer.multi_agent import IACTrainer, MAACTrainer, MAGRPOConfig, MAGRPOTrainer
+from verl_lite.trainer.multi_agent import (
+    IACConfig,
+    IACTrainer,
+    MAACConfig,
+    MAACTrainer,
+    MAGRPOConfig,
+    MAGRPOTrainer,
+)
 
-TRAINERS = {"magrpo": MAGRPOTrainer, "iac": IACTrainer, "maac": MAACTrainer}
+# trainer and its settings class
+TRAINERS = {
+    "magrpo": (MAGRPOTrainer, MAGRPOConfig),
+    "iac": (IACTrainer, IACConfig),
+    "maac": (MAACTrainer, MAACConfig),
+}
 
 tasks = Dataset.from_dict(
     {
@@ -125,23 +137,27 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--wandb-project", default=None, help="log to W&B under this project (else off)")
     opts = parser.parse_args(argv)
     check_task()
-    config = MAGRPOConfig(
+    trainer_cls, config_cls = TRAINERS[opts.trainer]
+    critic = {} if opts.trainer == "magrpo" else {"critic_learning_rate": opts.critic_lr}
+    config = config_cls(
         num_agents=2,
         num_turns=1,
         num_train_epochs=opts.epochs,
         num_generations=opts.num_generations,
         max_new_tokens=opts.max_new_tokens,
-        learning_rate=opts.lr,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=None,
+        agent_learning_rate=opts.lr,
         eval_interval=opts.eval_interval,
         eval_num_samples=len(eval_dataset),
         eval_batch_size=1,
         logging_steps=opts.num_generations,
         shared_policy=opts.shared_policy,
         output_dir=opts.output_dir,
-        # the critics of iac / maac (magrpo has none): verl_lite config keys, applied to every agent
-        overrides=[]
-        if opts.trainer == "magrpo"
-        else [f"critic.critic.optim.lr={opts.critic_lr}", f"algorithm.lam={opts.lam}"],
+        # GAE's lambda of iac / maac (magrpo has no critic): a verl_lite config key, applied to every agent
+        overrides=[] if opts.trainer == "magrpo" else [f"algorithm.lam={opts.lam}"],
+        **critic,
     )
     wandb_config = None
     if opts.wandb_project:
@@ -159,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
         if opts.trainer == "magrpo"
         else {"metrics_callback": metrics_callback}
     )
-    with TRAINERS[opts.trainer](
+    with trainer_cls(
         agent_model=None,  # the embedded tiny model
         num_agents=2,
         formatters=formatters,

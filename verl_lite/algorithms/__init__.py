@@ -33,6 +33,7 @@ from .aggregation import LOSS_AGG_MODES, agg_loss, register_loss_agg_mode
 from .config import PolicyLossConfig, config_get
 from .covariance_losses import token_covariance
 from .group_advantages import compute_grpo_outcome_advantage, group_ids, sequence_scores
+from .joint_return_advantages import joint_return_advantage
 from .kl import (
     KL_CONTROLLERS,
     KL_PENALTIES,
@@ -88,6 +89,7 @@ __all__ = [
     "masked_var",
     "masked_whiten",
     "register_adv_est",
+    "joint_return_advantage",
     "register_loss_agg_mode",
     "register_policy_loss",
     "rollout_correction_problems",

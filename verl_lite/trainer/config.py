@@ -90,6 +90,8 @@ class AlgorithmConfig:
     lam: float = 1.0
     # GRPO: divide by the group std (false gives Dr.GRPO).
     norm_adv_by_std_in_grpo: bool = True
+    # joint_return: the group baseline of each return, mean | max | rloo | raw (CoMLRL's advantage_mode).
+    return_baseline: str = "mean"
     # grpo, grpo_passk, gpg: added to the group std before dividing by it (in score units).
     epsilon: float = 1e-6
     # Subtract kl_ctrl.kl_coef * KL(actor || ref) from token rewards (PPO style).

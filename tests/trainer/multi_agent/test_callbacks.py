@@ -47,7 +47,7 @@ def test_formatters_are_shared_or_one_per_agent_and_get_external_prompts_when_th
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"num_generations": 1}, "num_generations is 1; group-relative advantages need at least 2"),
+        ({"num_generations": 1}, "num_generations is 1; group baselines need at least 2"),
         ({"eval_interval": -1}, "eval_interval is -1; use 0"),
         ({"num_agents": 0}, "num_agents is 0; it must be a positive integer"),
         ({"eval_num_samples": 0}, "eval_num_samples is 0"),
@@ -86,5 +86,5 @@ def test_trainer_arguments_are_checked_at_construction_and_evaluate_without_eval
     assert trainer.evaluate(num_eval_samples=3) == {}  # no eval_dataset: nothing starts, nothing is returned
     with pytest.raises(ValueError, match="eval_logger and eval_aggregator go together"):
         MAGRPOTrainer(reward_func=lambda a, b: [], train_dataset=tasks, eval_logger=lambda **kw: [])
-    with pytest.raises(ValueError, match="agent_model lists 3 models for num_agents=2"):
+    with pytest.raises(ValueError, match="agents lists 3 models for num_agents=2"):
         MAGRPOTrainer(agent_model=["a", "b", "c"], reward_func=lambda a, b: [], train_dataset=tasks)

@@ -45,7 +45,11 @@ def length_ratio(tmp_path_factory):
 def test_the_seed_checks_hold_and_evaluate_returns_the_aggregated_metric(length_ratio):
     example, out, result = length_ratio
     example.check_task()  # the three asserts of the seed
-    assert set(result["eval"]) == {"eval/turn_1/reward_mean", "eval/turn_1/response_chars"}
+    assert set(result["eval"]) == {
+        "eval/turn_1/reward_mean",
+        "eval/turn_1/expected_return",
+        "eval/turn_1/response_chars",
+    }
     assert result["eval"]["eval/turn_1/response_chars"] > 0
     saved = json.loads((out / "eval-metrics.json").read_text())
     assert saved == result["eval"]
@@ -103,6 +107,10 @@ def two_turns(tmp_path_factory):
         f"multi_agent.reward_function.path={TASK}",
         "multi_agent.reward_function.name=reward_func",
         "multi_agent.reward_scale=10.0",
+        # CoMLRL's MAReMax baseline, un-normalised: every advantage is <= 0
+        "algorithm.adv_estimator=joint_return",
+        "algorithm.return_baseline=max",
+        "algorithm.norm_adv_by_std_in_grpo=false",
         f"multi_agent.external_transition.path={TASK}",
         "multi_agent.external_transition.name=external_transition",
         "multi_agent.eval_interval=3",
@@ -123,6 +131,7 @@ def test_two_turn_tasks_log_per_turn_and_gate_logs_by_env_step(two_turns):
         assert "turn_2/reward_mean" in h
         # reward_scale=10 on rewards in [0, 1]
         assert 0.0 <= h["turn_1/reward_min"] <= h["turn_1/reward_max"] <= 10.0
+        assert h["critic/advantages/max"] <= 1e-6
     assert any(h["turn_1/reward_max"] > 1.0 for h in trained)
 
 

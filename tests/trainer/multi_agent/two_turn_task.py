@@ -12,7 +12,12 @@ def reward_func(first, second, *, batch_items):
     return [min(len(b) / max(len(a), 1), 2.0) / 2.0 for a, b in zip(first, second)]
 
 
-def external_transition(*, batch_items, prompts, completions, turn):
+def external_transition(
+    *, prompt, agent_completions, num_agents, prompt_history_per_agent, response_history_per_agent
+):
+    # CoMLRL's contract: the task prompt, this turn's joint answer and every agent's history so far
+    assert len(prompt_history_per_agent[0]) == len(response_history_per_agent[1]) >= 1
+    turn = len(response_history_per_agent[0])
     return [
-        f"Turn {turn + 1}. The other agent said: {completions[1 - i][:6]!r}" for i in range(len(completions))
+        f"Turn {turn + 1}. The other agent said: {agent_completions[1 - i][:6]!r}" for i in range(num_agents)
     ]

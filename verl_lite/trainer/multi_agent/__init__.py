@@ -1,7 +1,16 @@
-"""Multi-agent training (CoMLRL's MAGRPO, IAC, MAAC) on the single controller: configs, trainers, callbacks."""
+"""Multi-agent training with CoMLRL 1.4's API (MAGRPO, MAREINFORCE, MAReMax, MARLOO, IAC, MAAC) on the single
+controller: configs, trainers, callbacks. ``from comlrl.trainers import X`` becomes ``from
+verl_lite.trainer.multi_agent import X``."""
 
 from verl_lite.trainer.multi_agent.callbacks import RewardProcessors
-from verl_lite.trainer.multi_agent.config import IACConfig, MAACConfig, MAGRPOConfig
+from verl_lite.trainer.multi_agent.config import (
+    IACConfig,
+    MAACConfig,
+    MAGRPOConfig,
+    MAREINFORCEConfig,
+    MAReMaxConfig,
+    MARLOOConfig,
+)
 
 __all__ = [
     "IACConfig",
@@ -10,9 +19,22 @@ __all__ = [
     "MAACTrainer",
     "MAGRPOConfig",
     "MAGRPOTrainer",
+    "MAREINFORCEConfig",
+    "MAREINFORCETrainer",
+    "MAReMaxConfig",
+    "MAReMaxTrainer",
+    "MARLOOConfig",
+    "MARLOOTrainer",
     "RewardProcessors",
 ]
-_TRAINERS = ("MAGRPOTrainer", "IACTrainer", "MAACTrainer")
+_TRAINERS = (
+    "MAGRPOTrainer",
+    "IACTrainer",
+    "MAACTrainer",
+    "MAREINFORCETrainer",
+    "MAReMaxTrainer",
+    "MARLOOTrainer",
+)
 
 
 def __getattr__(name: str):

@@ -1,4 +1,5 @@
-"""``MAGRPOTrainer``: CoMLRL's Python entry (``train()`` / ``evaluate()``) on the Ray single controller.
+"""CoMLRL's trainers (MAGRPO, MAREINFORCE, MAReMax, MARLOO, IAC, MAAC) and their Python entry (``train()`` /
+``evaluate()``) on the Ray single controller.
 
 The calling process is the controller: it starts (or joins) Ray, one KV store, and one policy worker
 group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` task by task.
@@ -6,111 +7,183 @@ group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` ta
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
-from verl_lite.trainer.multi_agent.config import MAGRPOConfig
+from verl_lite.trainer.multi_agent.config import (
+    ActorCriticConfig,
+    IACConfig,
+    MAACConfig,
+    MAGRPOConfig,
+    MAREINFORCEConfig,
+    MAReMaxConfig,
+    MARLOOConfig,
+    MultiAgentConfig,
+)
 from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
 from verl_lite.trainer.multi_agent.metrics_log import MetricsLogger
 from verl_lite.trainer.runtime import Runtime, ppo_env_vars
 
 
-def agent_ppo_config(args: MAGRPOConfig, model_path: str | None, groups_per_update: int, estimator: str):
+def agent_ppo_config(
+    args: MultiAgentConfig,
+    model_path: str | None,
+    groups_per_update: int,
+    estimator: str,
+    tokenizer_path: str | None = None,
+    critic_path: str | None = None,
+):
     """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``
     (``estimator`` gae brings the policy a critic of its own)."""
     from verl_lite.trainer.load import compose_config, load_ppo_config
 
+    top_k = args.top_k if args.top_k is not None else -1
     overrides = [
         f"data.train_batch_size={groups_per_update}",
         f"data.max_response_length={args.max_new_tokens}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={groups_per_update}",
-        f"actor_rollout_ref.actor.optim.lr={args.learning_rate}",
+        f"actor_rollout_ref.actor.optim.lr={args.agent_learning_rate}",
         f"actor_rollout_ref.rollout.n={args.num_generations}",
         f"actor_rollout_ref.rollout.temperature={args.temperature}",
         f"actor_rollout_ref.rollout.top_p={args.top_p}",
+        f"actor_rollout_ref.rollout.top_k={top_k}",
         f"actor_rollout_ref.rollout.val_kwargs.temperature={args.temperature}",
         f"actor_rollout_ref.rollout.val_kwargs.top_p={args.top_p}",
+        f"actor_rollout_ref.rollout.val_kwargs.top_k={top_k}",
         "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
         f"actor_rollout_ref.engine.seed={args.seed}",
         f"algorithm.adv_estimator={estimator}",
+        f"algorithm.norm_adv_by_std_in_grpo={args.advantage_normalization}",
         "trainer.val_before_train=false",
     ]
     if model_path:
         overrides.append(f"actor_rollout_ref.model.path={model_path}")
-    if args.kl_coef > 0:
+    if tokenizer_path:
+        overrides.append(f"actor_rollout_ref.model.tokenizer_path={tokenizer_path}")
+    if critic_path:
+        overrides.append(f"critic.model.path={critic_path}")
+    if isinstance(args, MAGRPOConfig):
+        overrides.append(f"algorithm.return_baseline={args.advantage_mode}")
+    if isinstance(args, ActorCriticConfig):
         overrides += [
-            "actor_rollout_ref.actor.use_kl_loss=true",
-            f"actor_rollout_ref.actor.kl_loss_coef={args.kl_coef}",
+            f"critic.critic.optim.lr={args.critic_learning_rate}",
+            f"critic.critic.cliprange_value={args.value_clip_range}",
+        ]
+    if args.reference_kl_enabled:  # CoMLRL's penalty: exp(r) - r - 1 per token, r = log ref - log policy
+        overrides += [
+            "algorithm.use_kl_in_reward=true",
+            "algorithm.kl_penalty=low_var_kl",
+            f"algorithm.kl_ctrl.kl_coef={args.reference_kl_coef}",
         ]
     return load_ppo_config(compose_config("ppo_trainer", [*overrides, *args.overrides]))
 
 
 class MAGRPOTrainer:
-    """Multi-agent GRPO in CoMLRL's shape, with each agent's policy in its own Ray worker groups.
+    """Multi-agent GRPO with CoMLRL 1.4's arguments, each agent's policy in its own Ray worker groups.
 
     Args:
         agent_model: a model folder shared by every agent (each gets its own copy unless
-            ``args.shared_policy``), None for the embedded tiny model, or a list of folders in agent order.
+            ``args.shared_policy``), or None for the embedded tiny model (or with ``agents``).
+        agents: model folders in agent order (CoMLRL's heterogeneous agents); sets ``num_agents``.
         num_agents: number of agents (overrides ``args.num_agents`` when given).
-        formatters: one formatter shared by all agents or a list in agent order; ``item -> prompt text``,
-            optionally taking ``external_prompts`` for turns after the first.
+        tokenizer: a loaded tokenizer (or one per agent) whose ``name_or_path`` replaces the model's own.
+        model_config: CoMLRL's loading options (dtype, attention); verl_lite's engine config decides
+            these, so they are accepted with a notice.
+        train_dataset, eval_dataset: Hugging Face ``Dataset``/``IterableDataset`` or lists of dict rows.
         reward_func: ``(agent0_completions, agent1_completions, ..., *, batch_items) -> rewards``, one per
             aligned tuple; ``batch_items`` (the task item, as a one-element list) only when it accepts it.
         reward_processor: applied to each reward before training (``RewardProcessors.scale(10.0)``).
-        train_dataset, eval_dataset: Hugging Face ``Dataset``/``IterableDataset`` or lists of dict rows.
-        external_transition: for ``num_turns > 1``, ``(batch_items=, prompts=, completions=, turn=)`` ->
-            one external prompt per agent (default: each agent's own previous answer).
+        formatters: one formatter shared by all agents or a list in agent order; ``item -> prompt text``,
+            optionally taking ``external_prompts`` for turns after the first.
+        external_transition: for ``num_turns > 1``, CoMLRL's ``(prompt=, agent_completions=, num_agents=,
+            prompt_history_per_agent=, response_history_per_agent=)`` -> one external prompt per agent
+            (default: each agent's own previous answer).
         wandb_config: ``project``, ``entity``, ``name``/``run_name``, ``tags``, ``dir``,
             ``config_sections`` (``output.verbose`` switches progress printing); None turns W&B off.
         eval_logger, eval_aggregator: custom evaluation metrics (both or neither), see the docs.
+        args: the run's settings (default: ``default_config_cls()``).
+        metrics_callback: verl_lite's ``(rollouts) -> {name: number}`` on every task's answers.
     """
 
-    # the advantage estimator of every policy: grpo (no critic) or gae (a critic per policy)
-    estimator = "grpo"
+    # the settings class a trainer is built with when args is None, and the one args must be
+    default_config_cls: type[MultiAgentConfig] = MAGRPOConfig
+    # the settings family args must belong to
+    args_cls: type[MultiAgentConfig] = MAGRPOConfig
     # True: one critic for all agents (MAAC) instead of one per policy
     centralised_critic = False
 
     def __init__(
         self,
-        agent_model: str | Sequence[str] | None = None,
+        agent_model: str | None = None,
+        agents: Sequence[str] | None = None,
         num_agents: int | None = None,
-        formatters: Callable | Sequence[Callable] | None = None,
-        reward_func: Callable | None = None,
+        tokenizer: Any = None,
+        model_config: dict[str, Any] | None = None,
         train_dataset: Any = None,
         eval_dataset: Any = None,
-        args: MAGRPOConfig | None = None,
+        reward_func: Callable | None = None,
         reward_processor: Callable[[float], float] | None = None,
+        formatters: Callable | Sequence[Callable] | None = None,
         external_transition: Callable | None = None,
         wandb_config: dict | None = None,
         eval_logger: Callable | None = None,
         eval_aggregator: Callable | None = None,
+        args: MultiAgentConfig | None = None,
         metrics_callback: Callable | None = None,
+        critics: Sequence[str] | None = None,
     ):
-        args = args or MAGRPOConfig()
+        cls_name = type(self).__name__
+        args = args if args is not None else self.default_config_cls()
+        if not isinstance(args, self.args_cls):
+            raise ValueError(
+                f"{cls_name} got args of type {type(args).__name__}; pass a {self.args_cls.__name__}."
+            )
+        if agents is not None:
+            if agent_model is not None:
+                raise ValueError(f"{cls_name} got both agent_model and agents; pass one of them.")
+            agent_model = list(agents)
+            num_agents = num_agents if num_agents is not None else len(agent_model)
         if num_agents is not None and num_agents != args.num_agents:
-            args = MAGRPOConfig(**{**asdict(args), "num_agents": num_agents})
+            args = replace(args, num_agents=num_agents)
         if reward_func is None:
-            raise ValueError("MAGRPOTrainer needs reward_func (one reward per aligned tuple of completions).")
+            raise ValueError(f"{cls_name} needs reward_func (one reward per aligned tuple of completions).")
         if (eval_logger is None) != (eval_aggregator is None):
             raise ValueError("eval_logger and eval_aggregator go together; pass both or neither.")
         if train_dataset is None:
-            raise ValueError("MAGRPOTrainer needs train_dataset (rows that are dicts, e.g. with a 'prompt').")
+            raise ValueError(f"{cls_name} needs train_dataset (rows that are dicts, e.g. with a 'prompt').")
         models = (
             list(agent_model) if isinstance(agent_model, (list, tuple)) else [agent_model] * args.num_agents
         )
         if len(models) != args.num_agents:
             raise ValueError(
-                f"agent_model lists {len(models)} models for num_agents={args.num_agents}; give one shared "
-                f"model or exactly {args.num_agents}."
+                f"agents lists {len(models)} models for num_agents={args.num_agents}; give one shared "
+                f"agent_model or exactly {args.num_agents}."
             )
+        for model in models:
+            if model is not None and not isinstance(model, str):
+                raise ValueError(
+                    f"{cls_name} got a loaded model ({type(model).__name__}); pass its folder, each agent's "
+                    "workers load their own copy."
+                )
         if args.shared_policy and len(set(models)) > 1:
             raise ValueError(
                 "args.shared_policy=True needs one agent_model for all agents, not a list of several."
             )
+        if model_config:
+            warnings.warn(
+                f"{cls_name}: model_config keys {sorted(model_config)} ignored; the dtype and attention come "
+                "from actor_rollout_ref.engine / model in args.overrides.",
+                stacklevel=2,
+            )
         self.args = args
         self.models = models
+        self.tokenizer_paths = _per_agent(tokenizer, args.num_agents, "tokenizer")
+        self.critic_paths = (
+            [None] * args.num_agents if critics is None else _per_agent(critics, args.num_agents, "critics")
+        )
         self.formatters = agent_formatters(formatters, args.num_agents)
         self.functions = TaskFunctions(
             reward_func, reward_processor, external_transition, eval_logger, eval_aggregator, metrics_callback
@@ -127,6 +200,13 @@ class MAGRPOTrainer:
         self._runtime: Runtime | None = None
         self._loop: MultiAgentLoop | None = None
         self._logger: MetricsLogger | None = None
+
+    @property
+    def estimator(self) -> str:
+        """The advantage estimator of every policy: CoMLRL's return baseline, or GAE with a critic."""
+        if isinstance(self.args, ActorCriticConfig):
+            return "gae"
+        return "joint_return"
 
     # ---- public API -----------------------------------------------------------------------------
     def train(self) -> list[dict[str, float]]:
@@ -191,7 +271,15 @@ class MAGRPOTrainer:
         policies = 1 if args.shared_policy else args.num_agents
         per_update = args.num_turns * (args.num_agents if args.shared_policy else 1)
         configs = [
-            agent_ppo_config(args, self.models[i], per_update, self.estimator) for i in range(policies)
+            agent_ppo_config(
+                args,
+                self.models[i],
+                per_update,
+                self.estimator,
+                self.tokenizer_paths[i],
+                self.critic_paths[i],
+            )
+            for i in range(policies)
         ]
         if self.centralised_critic:  # one critic for the team, in the first policy's processes
             configs = configs[:1] + [replace(c, critic=replace(c.critic, enable=False)) for c in configs[1:]]
@@ -223,25 +311,110 @@ class MAGRPOTrainer:
         return self._loop, self._logger
 
 
+class MAREINFORCETrainer(MAGRPOTrainer):
+    """Multi-agent REINFORCE: the joint return itself is the advantage (no baseline)."""
+
+    default_config_cls = MAREINFORCEConfig
+
+
+class MAReMaxTrainer(MAGRPOTrainer):
+    """Multi-agent ReMax: the joint return minus the group's best return."""
+
+    default_config_cls = MAReMaxConfig
+
+
+class MARLOOTrainer(MAGRPOTrainer):
+    """Multi-agent RLOO: the joint return minus the mean of the group's other returns."""
+
+    default_config_cls = MARLOOConfig
+
+
 class IACTrainer(MAGRPOTrainer):
     """Independent actor-critic: every agent's policy has its own critic (GAE on the joint reward).
 
-    Same arguments as :class:`MAGRPOTrainer`; ``metrics_callback(rollouts)`` takes the place of the eval
-    logger (each rollout a :class:`~verl_lite.trainer.multi_agent.loop.RolloutSample`).
+    CoMLRL's arguments: ``critic_model`` (one folder for every critic; default: the agent's model) or
+    ``critics`` (one per agent); ``metrics_callback(rollouts)`` takes the place of the eval logger (each
+    rollout a :class:`~verl_lite.trainer.multi_agent.loop.RolloutSample`).
     """
 
-    estimator = "gae"
+    default_config_cls = IACConfig
+    args_cls = ActorCriticConfig
+
+    def __init__(
+        self,
+        agent_model: str | None = None,
+        critic_model: str | None = None,
+        tokenizer: Any = None,
+        reward_func: Callable | None = None,
+        reward_processor: Callable[[float], float] | None = None,
+        formatters: Callable | Sequence[Callable] | None = None,
+        args: ActorCriticConfig | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        model_config: dict[str, Any] | None = None,
+        wandb_config: dict | None = None,
+        metrics_callback: Callable | None = None,
+        external_transition: Callable | None = None,
+        agents: Sequence[str] | None = None,
+        critics: Sequence[str] | None = None,
+        num_agents: int | None = None,
+    ):
+        if critic_model is not None and critics is not None:
+            raise ValueError(f"{type(self).__name__} got both critic_model and critics; pass one of them.")
+        super().__init__(
+            agent_model=agent_model,
+            agents=agents,
+            num_agents=num_agents,
+            tokenizer=tokenizer,
+            model_config=model_config,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            reward_func=reward_func,
+            reward_processor=reward_processor,
+            formatters=formatters,
+            external_transition=external_transition,
+            wandb_config=wandb_config,
+            args=args,
+            metrics_callback=metrics_callback,
+            critics=critics if critic_model is None else [critic_model] * _count(args, agents, num_agents),
+        )
 
 
-class MAACTrainer(MAGRPOTrainer):
+class MAACTrainer(IACTrainer):
     """Multi-agent actor-critic with one centralised critic: a single value model, in the first agent's
     processes, values every agent's answers and is trained on all of them (GAE on the joint reward).
 
     The critic sees one agent's prompt and answer at a time (shared parameters, not a joint input).
     """
 
-    estimator = "gae"
+    default_config_cls = MAACConfig
     centralised_critic = True
+
+
+def _count(args: MultiAgentConfig | None, agents: Sequence[str] | None, num_agents: int | None) -> int:
+    """The number of agents the arguments ask for."""
+    if num_agents is not None:
+        return num_agents
+    if agents is not None:
+        return len(agents)
+    return args.num_agents if args is not None else MultiAgentConfig.num_agents
+
+
+def _per_agent(value: Any, num_agents: int, name: str) -> list[str | None]:
+    """One folder (or None) per agent from a shared value or a list: strings, or tokenizers/models by their
+    ``name_or_path``."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * num_agents
+    if len(values) != num_agents:
+        raise ValueError(
+            f"{name} lists {len(values)} entries for num_agents={num_agents}; give one or {num_agents}."
+        )
+    out = []
+    for v in values:
+        path = v if v is None or isinstance(v, str) else getattr(v, "name_or_path", None)
+        if v is not None and not path:
+            raise ValueError(f"{name} entry {type(v).__name__} has no name_or_path; pass its folder.")
+        out.append(path)
+    return out
 
 
 def _rows(dataset: Any, limit: int | None = None) -> list[dict[str, Any]]:

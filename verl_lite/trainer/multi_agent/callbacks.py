@@ -101,9 +101,14 @@ class RewardProcessors:
     """Ready-made ``reward_processor`` functions."""
 
     @staticmethod
-    def scale(factor: float) -> Callable[[float], float]:
+    def scale(factor: float = 1.0) -> Callable[[float], float]:
         """Multiply each reward by ``factor``."""
         return lambda reward: reward * factor
+
+    @staticmethod
+    def shift(value: float = 0.0) -> Callable[[float], float]:
+        """Add ``value`` to each reward."""
+        return lambda reward: reward + value
 
     @staticmethod
     def identity() -> Callable[[float], float]:

@@ -1,46 +1,73 @@
-"""``MAGRPOConfig``: the settings of a multi-agent GRPO run, named as in CoMLRL, validated on creation."""
+"""The settings of the multi-agent trainers with CoMLRL 1.4's field names and defaults, validated on creation."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# CoMLRL's settings for placing models on devices; verl_lite places every worker through Ray instead
+DEVICE_FIELDS = ("parallel_training", "agent_devices", "reference_devices", "critic_devices")
+ADVANTAGE_MODES = ("mean", "max", "rloo", "raw")
+JOINT_MODES = ("aligned", "cross")
+
 
 @dataclass
-class MAGRPOConfig:
-    """Settings of :class:`~verl_lite.trainer.multi_agent.MAGRPOTrainer` (one field, one meaning).
+class MultiAgentConfig:
+    """The settings every multi-agent trainer shares, named and defaulted as in CoMLRL 1.4.
 
-    MAGRPO: every agent samples ``num_generations`` answers per task; answer j of every agent forms joint
-    answer j, the reward function scores each joint answer once, and each agent's group-relative advantage
-    is the joint reward minus the group mean over the std (GRPO, https://arxiv.org/abs/2402.03300).
+    Fields after ``reference_devices`` are verl_lite's own (policy sharing, output folder, Ray).
     """
 
+    # Passes over the training tasks (the task order is kept; shuffle the dataset beforehand).
+    num_train_epochs: int = 20
+    # Adam learning rate of every agent's policy.
+    agent_learning_rate: float = 5.0e-6
+    # Least env_step gap between two training logs (env_step = joint rewards evaluated so far).
+    logging_steps: int = 50
     # Number of agents; the reward function receives one completion list per agent, in agent order.
     num_agents: int = 2
-    # Turns per task; turns after the first get their prompts from the external transition.
-    num_turns: int = 1
-    # Passes over the training tasks (the task order is kept; shuffle the dataset beforehand).
-    num_train_epochs: int = 1
-    # Joint samples per task and turn (each agent samples this many answers; the GRPO group size).
+    # CoMLRL's device placement ("none" | "mp"); accepted with a notice, Ray places the workers.
+    parallel_training: str = "none"
+    # CoMLRL's device per agent; accepted with a notice, Ray places the workers.
+    agent_devices: str | Sequence[str] | None = None
+    # Joint samples per task and turn (each agent samples this many answers).
     num_generations: int = 4
     # Longest answer of one agent in one turn, in tokens.
-    max_new_tokens: int = 32
+    max_new_tokens: int = 256
     # Sampling temperature of training and evaluation generation.
-    temperature: float = 1.0
+    temperature: float = 0.6
     # Nucleus-sampling threshold of training and evaluation generation.
-    top_p: float = 1.0
-    # Adam learning rate of every agent's policy.
-    learning_rate: float = 2.0e-5
-    # Coefficient of the reference-KL loss (low-variance KL to the initial weights); 0 = no reference.
-    kl_coef: float = 0.0
+    top_p: float = 0.6
+    # Top-k sampling (None = off).
+    top_k: int | None = 50
+    # Turns per task; turns after the first get their prompts from the external transition.
+    num_turns: int = 2
+    # CoMLRL's return discount over its joint tree; verl_lite scores each turn on its own (see the docs).
+    discount: float = 1.0
+    # CoMLRL's branch cut of its joint tree; verl_lite continues the best joint answer (see the docs).
+    early_termination_threshold: float | None = -0.2
+    # Turns after the first: the external prompt replaces the formatter's text instead of following it.
+    external_prompt_passthrough: bool = False
     # Evaluate before task 0 of each epoch and then every this many training tasks; 0 = only evaluate().
-    eval_interval: int = 4
-    # Most evaluation tasks per evaluation, from the start of the eval split (null = all of it).
-    eval_num_samples: int | None = None
-    # Evaluation tasks per generation call (the data-loader size; one answer per agent per turn each).
+    eval_interval: int = 16
+    # Most evaluation tasks per evaluation, from the start of the eval split (None = all of it).
+    eval_num_samples: int | None = 4
+    # Evaluation tasks per generation call (one answer per agent per turn each).
     eval_batch_size: int = 1
-    # Least env_step gap between two training logs (env_step = joint rewards evaluated so far).
-    logging_steps: int = 1
+    # Tasks whose samples one update trains on; verl_lite updates after every task (only 1 is built).
+    rollout_buffer_size: int = 1
+    # Tasks per optimiser step within an update (None = rollout_buffer_size).
+    train_batch_size: int | None = None
+    # Standardise each group's advantages (GRPO-style); for IAC/MAAC, GAE's whitening is always on.
+    advantage_normalization: bool = True
+    # Subtract reference_kl_coef * KL(policy || initial weights), summed over the answer, from its return.
+    reference_kl_enabled: bool = False
+    # Weight of that KL penalty.
+    reference_kl_coef: float = 0.1
+    # CoMLRL's device of the reference models; accepted with a notice, Ray places the workers.
+    reference_devices: str | Sequence[str] | None = None
     # True: all agents are one model with one set of worker groups; False: each agent its own copy.
     shared_policy: bool = False
     # Where the run keeps its files (local metrics, evaluation JSON, W&B's offline folder by default).
@@ -53,7 +80,13 @@ class MAGRPOConfig:
     # Extra Hydra overrides of each agent's verl_lite config (``actor_rollout_ref...``), applied last.
     overrides: list[str] = field(default_factory=list)
 
+    # fewest joint samples per task: group baselines need two
+    min_generations = 2
+
     def __post_init__(self) -> None:
+        name = type(self).__name__
+        if self.train_batch_size is None:
+            self.train_batch_size = self.rollout_buffer_size
         positive = {
             "num_agents": self.num_agents,
             "num_turns": self.num_turns,
@@ -62,40 +95,164 @@ class MAGRPOConfig:
             "max_new_tokens": self.max_new_tokens,
             "eval_batch_size": self.eval_batch_size,
             "logging_steps": self.logging_steps,
+            "rollout_buffer_size": self.rollout_buffer_size,
+            "train_batch_size": self.train_batch_size,
         }
         for key, value in positive.items():
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"MAGRPOConfig.{key} is {value!r}; it must be a positive integer.")
-        if self.num_generations < 2:
+                raise ValueError(f"{name}.{key} is {value!r}; it must be a positive integer.")
+        if self.num_generations < self.min_generations:
             raise ValueError(
-                f"MAGRPOConfig.num_generations is {self.num_generations}; group-relative advantages need at "
-                "least 2 joint samples per task."
+                f"{name}.num_generations is {self.num_generations}; group baselines need at least "
+                f"{self.min_generations} joint samples per task."
+            )
+        if self.rollout_buffer_size != 1 or self.train_batch_size != 1:
+            raise ValueError(
+                f"{name}.rollout_buffer_size={self.rollout_buffer_size} / train_batch_size="
+                f"{self.train_batch_size}: verl_lite updates after every task; use 1 for both."
             )
         if not isinstance(self.eval_interval, int) or self.eval_interval < 0:
             raise ValueError(
-                f"MAGRPOConfig.eval_interval is {self.eval_interval!r}; use 0 (manual evaluation only) or a "
+                f"{name}.eval_interval is {self.eval_interval!r}; use 0 (manual evaluation only) or a "
                 "positive number of training tasks."
             )
         if self.eval_num_samples is not None and self.eval_num_samples < 1:
             raise ValueError(
-                f"MAGRPOConfig.eval_num_samples is {self.eval_num_samples!r}; use a positive task count or None "
+                f"{name}.eval_num_samples is {self.eval_num_samples!r}; use a positive task count or None "
                 "(the whole eval split)."
             )
-        if self.kl_coef < 0:
-            raise ValueError(f"MAGRPOConfig.kl_coef is {self.kl_coef}; it must be >= 0 (0 turns the KL off).")
+        if self.reference_kl_coef < 0:
+            raise ValueError(f"{name}.reference_kl_coef is {self.reference_kl_coef}; it must be >= 0.")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"MAGRPOConfig.top_p is {self.top_p}; it must lie in (0, 1].")
+            raise ValueError(f"{name}.top_p is {self.top_p}; it must lie in (0, 1].")
+        if self.top_k is not None and (not isinstance(self.top_k, int) or self.top_k < 1):
+            raise ValueError(f"{name}.top_k is {self.top_k!r}; use a positive integer or None (no top-k).")
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"{name}.discount is {self.discount}; it must lie in [0, 1].")
+        if self.parallel_training not in ("none", "mp"):
+            raise ValueError(f"{name}.parallel_training is {self.parallel_training!r}; use 'none' or 'mp'.")
+        if self.num_turns > 1:
+            warnings.warn(
+                f"{name}: turn k+1 continues the best joint answer of turn k, each turn scored on its own; "
+                "discount and early_termination_threshold (CoMLRL's joint tree) have no effect.",
+                stacklevel=3,
+            )
+        placed = [key for key in DEVICE_FIELDS if getattr(self, key, None) not in (None, "none")]
+        if placed:
+            warnings.warn(
+                f"{name}: {', '.join(placed)} ignored; Ray places each agent's workers (one process per "
+                "policy, see ray_num_cpus and overrides).",
+                stacklevel=3,
+            )
 
 
 @dataclass
-class IACConfig(MAGRPOConfig):
-    """Settings of :class:`~verl_lite.trainer.multi_agent.IACTrainer` (the MAGRPO fields; critics use the
-    critic defaults of ``configs/ppo_trainer.yaml``, changeable through ``overrides``)."""
+class MAGRPOConfig(MultiAgentConfig):
+    """Settings of :class:`~verl_lite.trainer.multi_agent.MAGRPOTrainer`: CoMLRL's ``MAGRPOConfig``.
+
+    Every agent samples ``num_generations`` answers per task; answer j of every agent forms joint answer
+    j, the reward function scores each joint answer once, and each agent's advantage is that joint
+    return against the group's baseline (``advantage_mode``), standardised when
+    ``advantage_normalization`` (GRPO, https://arxiv.org/abs/2402.03300).
+    """
+
+    # aligned: joint answer j = every agent's answer j; cross is CoMLRL's every-combination scoring.
+    joint_mode: str = "aligned"
+    # Baseline of the joint return within a task's group: mean | max | rloo | raw (no baseline).
+    advantage_mode: str = "mean"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        if self.advantage_mode not in ADVANTAGE_MODES:
+            raise ValueError(
+                f"{name}.advantage_mode is {self.advantage_mode!r}; use one of {', '.join(ADVANTAGE_MODES)}."
+            )
+        if self.joint_mode != "aligned":
+            raise ValueError(
+                f"{name}.joint_mode is {self.joint_mode!r}; verl_lite scores aligned joint answers only "
+                "(use 'aligned')."
+            )
 
 
 @dataclass
-class MAACConfig(MAGRPOConfig):
-    """Settings of :class:`~verl_lite.trainer.multi_agent.MAACTrainer` (as :class:`IACConfig`)."""
+class MAREINFORCEConfig(MAGRPOConfig):
+    """Settings of ``MAREINFORCETrainer``: MAGRPO with the raw return as advantage (no baseline)."""
+
+    advantage_mode: str = "raw"
+
+
+@dataclass
+class MAReMaxConfig(MAGRPOConfig):
+    """Settings of ``MAReMaxTrainer``: MAGRPO with the group's best return as baseline."""
+
+    advantage_mode: str = "max"
+
+
+@dataclass
+class MARLOOConfig(MAGRPOConfig):
+    """Settings of ``MARLOOTrainer``: MAGRPO with the leave-one-out mean return as baseline."""
+
+    advantage_mode: str = "rloo"
+
+
+@dataclass
+class ActorCriticConfig(MultiAgentConfig):
+    """The fields IAC and MAAC add (CoMLRL's names and defaults); the critic is a separate value model."""
+
+    num_train_epochs: int = 40
+    logging_steps: int = 1
+    num_generations: int = 1
+    top_k: int | None = None
+    # Adam learning rate of the critic(s) (None = agent_learning_rate).
+    critic_learning_rate: float | None = 5.0e-6
+    # Clip of the value update around the old values (verl's cliprange_value).
+    value_clip_range: float = 0.2
+    # CoMLRL's weight of the value loss in a loss shared with the actor; verl_lite's critic has its own
+    # optimiser, so only 0.6 (CoMLRL's default) is accepted.
+    value_loss_coef: float = 0.6
+    # True: the critic is its own model (the only kind built here).
+    use_separate_critic: bool = True
+    # v: the critic values the prompt and answer so far (the only kind built here).
+    critic_type: str = "v"
+    # CoMLRL's hidden width of a value head on the actor; not built here (only None).
+    critic_value_head_hidden_dim: int | None = None
+    value_head_hidden_dim: int | None = None
+    # CoMLRL's device per critic; accepted with a notice, Ray places the workers.
+    critic_devices: str | Sequence[str] | None = None
+
+    min_generations = 1
+
+    def __post_init__(self) -> None:
+        if self.critic_learning_rate is None:
+            self.critic_learning_rate = self.agent_learning_rate
+        super().__post_init__()
+        name = type(self).__name__
+        refused = {
+            "use_separate_critic": (self.use_separate_critic, True),
+            "critic_type": (self.critic_type, "v"),
+            "value_loss_coef": (self.value_loss_coef, 0.6),
+            "critic_value_head_hidden_dim": (self.critic_value_head_hidden_dim, None),
+            "value_head_hidden_dim": (self.value_head_hidden_dim, None),
+        }
+        for key, (value, built) in refused.items():
+            if value != built:
+                raise ValueError(
+                    f"{name}.{key} is {value!r}; verl_lite's critic is a separate value model V(prompt, "
+                    f"answer) with its own optimiser, so only {built!r} is valid."
+                )
+        if self.value_clip_range <= 0:
+            raise ValueError(f"{name}.value_clip_range is {self.value_clip_range}; it must be > 0.")
+
+
+@dataclass
+class IACConfig(ActorCriticConfig):
+    """Settings of :class:`~verl_lite.trainer.multi_agent.IACTrainer`: CoMLRL's ``IACConfig``."""
+
+
+@dataclass
+class MAACConfig(ActorCriticConfig):
+    """Settings of :class:`~verl_lite.trainer.multi_agent.MAACTrainer`: CoMLRL's ``MAACConfig``."""
 
 
 @dataclass
@@ -129,7 +286,8 @@ class MultiAgentSection:
     reward_function: FunctionRef = field(default_factory=FunctionRef)
     # Every joint reward is multiplied by this before training (reward_processor = scale).
     reward_scale: float = 1.0
-    # (batch_items=, prompts=, completions=, turn=) -> one external prompt per agent (null = own answer).
+    # CoMLRL's (prompt=, agent_completions=, num_agents=, prompt_history_per_agent=,
+    # response_history_per_agent=) -> one external prompt per agent (null = each agent's own answer).
     external_transition: FunctionRef = field(default_factory=lambda: FunctionRef(name="external_transition"))
     # Evaluate before task 0 of each epoch and every this many training tasks; 0 = never during training.
     eval_interval: int = 0

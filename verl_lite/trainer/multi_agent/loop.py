@@ -16,7 +16,7 @@ from typing import Any
 from verl_lite.kv import KVBatchMeta
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
-from verl_lite.trainer.multi_agent.config import MAGRPOConfig
+from verl_lite.trainer.multi_agent.config import MultiAgentConfig
 from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key, write_columns
 from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.sequences import on_last_token
@@ -38,7 +38,8 @@ class TaskFunctions:
 
     reward_func: Callable[..., Sequence[float]]
     reward_processor: Callable[[float], float] | None = None
-    # (batch_items=, prompts=, completions=, turn=) -> one external prompt per agent for the next turn
+    # CoMLRL's (prompt=, agent_completions=, num_agents=, prompt_history_per_agent=,
+    # response_history_per_agent=) -> one external prompt per agent for the next turn
     external_transition: Callable[..., list[str]] | None = None
     eval_logger: Callable[..., list[dict]] | None = None
     eval_aggregator: Callable[..., dict] | None = None
@@ -69,7 +70,12 @@ class MultiAgentLoop:
     """Generates every agent's answers, scores the joint answers, and updates each policy (MAGRPO, IAC, MAAC)."""
 
     def __init__(
-        self, args: MAGRPOConfig, agents: list[Agent], kv: Any, functions: TaskFunctions, critic: Any = None
+        self,
+        args: MultiAgentConfig,
+        agents: list[Agent],
+        kv: Any,
+        functions: TaskFunctions,
+        critic: Any = None,
     ):
         # MAAC's centralised critic (a critic worker group); None: each policy's own critic, if any
         self.critic = critic
@@ -89,8 +95,12 @@ class MultiAgentLoop:
         metrics: dict[str, float] = {}
         rollouts: list[RolloutSample] = []
         external: list[Any] = [None] * len(self.agents)
+        history: tuple[list[list[str]], list[list[str]]] = (
+            [[] for _ in self.agents],
+            [[] for _ in self.agents],
+        )
         for turn in range(self.args.num_turns):
-            prompts = [format_prompt(a.formatter, item, external[i]) for i, a in enumerate(self.agents)]
+            prompts = [self.prompt(a, item, external[i]) for i, a in enumerate(self.agents)]
             outs = self.generate(prompts, step, "train", validate=False)
             completions = [self.responses(i, out) for i, out in enumerate(outs)]
             rewards = joint_rewards(self.fn.reward_func, completions, [item], self.fn.reward_processor)
@@ -101,7 +111,7 @@ class MultiAgentLoop:
             metrics.update(turn_metrics(turn + 1, rewards, completions))
             if turn + 1 < self.args.num_turns:
                 best = max(range(len(rewards)), key=rewards.__getitem__)
-                external = self.transition(item, prompts, [c[best] for c in completions], turn + 1)
+                external = self.transition(item, history, prompts, [c[best] for c in completions])
         self.version += 1
         policies = [
             (next(a for a in self.agents if id(a.groups) == key), KVBatchMeta.concat(metas))
@@ -135,7 +145,9 @@ class MultiAgentLoop:
                 batch.fields = critic.compute_values(batch).fields
             elif joint is not None:
                 batch.fields = joint.fields
-            records = [agent.groups.actor.compute_advantage(batch, agent.config.algorithm, 0.0)]
+            algorithm = agent.config.algorithm
+            kl_coef = algorithm.kl_ctrl.kl_coef if algorithm.use_kl_in_reward else 0.0
+            records = [agent.groups.actor.compute_advantage(batch, algorithm, kl_coef)]
             batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
             if critic is not None:
                 records += critic.update_critic(batch)
@@ -160,24 +172,44 @@ class MultiAgentLoop:
     def update_actor(self, agent: Agent, batch: KVBatchMeta) -> dict[str, float]:
         """The policy update, then its weights to its rollout servers; returns the update's metrics."""
         metrics = reduce_metrics(agent.groups.actor.update_actor(batch))
-        if "actor/kl_loss" in metrics:  # the reference KL's term in the loss
-            metrics["reference_kl_penalty_mean"] = metrics["actor/kl_loss"] * self.args.kl_coef
         agent.groups.sync_weights(self.version)
         return metrics
 
-    def transition(self, item: dict, prompts: list[str], answers: list[str], turn: int) -> list[Any]:
-        """The next turn's external prompt per agent (the transition callback, or each agent's own answer)."""
+    def prompt(self, agent: Agent, item: dict[str, Any], external: Any) -> str:
+        """Agent's prompt text: its formatter's, or with ``external_prompt_passthrough`` the external prompt
+        itself on turns after the first."""
+        if external is not None and self.args.external_prompt_passthrough:
+            return str(external)
+        return format_prompt(agent.formatter, item, external)
+
+    def transition(
+        self,
+        item: dict,
+        history: tuple[list[list[str]], list[list[str]]],
+        prompts: list[str],
+        answers: list[str],
+    ) -> list[Any]:
+        """The next turn's external prompt per agent (CoMLRL's transition callback, or each agent's own
+        answer); ``history`` (prompts and answers per agent so far) gains this turn's ``prompts`` and
+        ``answers`` first."""
+        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
+            history[0][i].append(prompt)
+            history[1][i].append(answer)
         if self.fn.external_transition is None:
             return list(answers)
-        out = list(
-            self.fn.external_transition(batch_items=[item], prompts=prompts, completions=answers, turn=turn)
+        out = self.fn.external_transition(
+            prompt=item.get("prompt", ""),
+            agent_completions=list(answers),
+            num_agents=len(self.agents),
+            prompt_history_per_agent=[list(h) for h in history[0]],
+            response_history_per_agent=[list(h) for h in history[1]],
         )
-        if len(out) != len(self.agents):
+        if not isinstance(out, (list, tuple)) or len(out) != len(self.agents):
             raise ValueError(
-                f"external_transition returned {len(out)} prompts for {len(self.agents)} agents; return one "
-                "per agent, in agent order."
+                f"external_transition returned {out!r:.80}; return a list of one prompt per agent "
+                f"({len(self.agents)}), in agent order."
             )
-        return out
+        return list(out)
 
     # ---- generation -----------------------------------------------------------------------------
     def generate(
@@ -236,8 +268,9 @@ class MultiAgentLoop:
     def evaluate(self, items: list[dict[str, Any]], step: int) -> tuple[dict[str, float], dict[str, Any]]:
         """One answer per agent per turn for each task; returns the ``eval/`` metrics and the raw records.
 
-        The records hold ``agent_completions_turns`` in ``[agent][task item][turn]`` order, ``batch_items``
-        and ``prompts`` (``[agent][task item][turn]``), as the eval logger receives them.
+        The records hold ``agent_completions_turns`` in ``[agent][task item][turn]`` order (as the eval
+        logger receives them), ``batch_items`` and the prompts the agents saw (``[agent][task item][turn]``;
+        the eval logger gets each item's task ``prompt`` instead, as in CoMLRL).
         """
         n_agents, turns = len(self.agents), self.args.num_turns
         completions = [[[] for _ in items] for _ in range(n_agents)]
@@ -248,9 +281,10 @@ class MultiAgentLoop:
         for begin in range(0, len(items), size):
             chunk = items[begin : begin + size]
             external = [[None] * n_agents for _ in chunk]
+            histories = [([[] for _ in range(n_agents)], [[] for _ in range(n_agents)]) for _ in chunk]
             for turn in range(turns):
                 texts = [
-                    [format_prompt(a.formatter, it, external[r][i]) for r, it in enumerate(chunk)]
+                    [self.prompt(a, it, external[r][i]) for r, it in enumerate(chunk)]
                     for i, a in enumerate(self.agents)
                 ]
                 outs = self.generate(texts, step, "val", validate=True)
@@ -269,14 +303,19 @@ class MultiAgentLoop:
                         )
                     if turn + 1 < turns:
                         external[r] = self.transition(
-                            it, [t[r] for t in texts], [a[r] for a in answers], turn + 1
+                            it, histories[r], [t[r] for t in texts], [a[r] for a in answers]
                         )
         metrics = {}
         for turn in range(turns):
             metrics[f"eval/turn_{turn + 1}/reward_mean"] = sum(rewards[turn]) / max(len(rewards[turn]), 1)
+            # CoMLRL's evaluation return: the undiscounted reward sum from this turn on, per task item
+            remaining = [sum(rewards[t][r] for t in range(turn, turns)) for r in range(len(items))]
+            metrics[f"eval/turn_{turn + 1}/expected_return"] = sum(remaining) / max(len(remaining), 1)
         if self.fn.eval_logger is not None and self.fn.eval_aggregator is not None:
-            rows = self.fn.eval_logger(
-                agent_completions_turns=completions, batch_items=items, prompts=prompts
+            rows = self.fn.eval_logger(  # CoMLRL's prompts: each item's task prompt
+                agent_completions_turns=completions,
+                batch_items=items,
+                prompts=[item.get("prompt", "") for item in items],
             )
             extra = self.fn.eval_aggregator(rows, num_turns=turns)
             metrics.update({f"eval/{k}": float(v) for k, v in extra.items()})

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from verl_lite.trainer.multi_agent.config import MAGRPOConfig
+from verl_lite.trainer.multi_agent.config import MultiAgentConfig
 
 WANDB_RUN_KEYS = ("project", "entity", "name", "run_name", "tags", "dir", "config_sections")
 
@@ -18,7 +18,7 @@ class MetricsLogger:
     ``eval/env_step_<n>.json`` (each evaluation's metrics dict).
     """
 
-    def __init__(self, args: MAGRPOConfig, wandb_config: dict | None, tracker: Any = None):
+    def __init__(self, args: MultiAgentConfig, wandb_config: dict | None, tracker: Any = None):
         # a verl_lite Tracker (the Hydra mode): the run's loggers take every line instead of the own ones
         self.tracker = tracker
         self.args = args
@@ -93,7 +93,7 @@ class MetricsLogger:
             self.run.finish()
 
 
-def _plain(args: MAGRPOConfig) -> dict[str, Any]:
+def _plain(args: MultiAgentConfig) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(args)
