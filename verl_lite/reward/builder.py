@@ -8,7 +8,7 @@ from typing import Any
 from .config import RewardConfig
 from .custom import BATCH_PARAM, SAMPLE_PARAMS, is_batch_reward_fn, load_custom_reward_fn
 from .managers import REWARD_MANAGERS, BatchRewardManager, RewardManager
-from .scorers import SCORERS, accepted_kwargs, known_data_sources
+from .scorers import SCORERS, accepted_kwargs, known_data_sources, reasoning_gym
 
 __all__ = ["build_reward_manager", "validate_reward_config"]
 
@@ -50,6 +50,7 @@ def validate_reward_config(config: RewardConfig | Any, data_sources: Iterable[st
             "reward.reward_manager=batch needs reward.custom_reward_function.path set to a file with a "
             "batch_items function."
         )
+    reasoning_gym.register_generators(data_sources)
     missing = sorted(set(data_sources) - set(SCORERS.names()))
     if missing:
         raise ValueError(

@@ -1,7 +1,7 @@
 """Rule-based scorers chosen by ``data_source``, and the dispatcher the reward managers call by default.
 
 Importing this package registers the built-in scorers (GSM8K, MATH, the synthetic task and its
-calculator variant, and reasoning-gym's generators when it is installed). Add your own with :func:`register_scorer`, or point
+calculator variant; reasoning-gym's generators on first use when it is installed). Add your own with :func:`register_scorer`, or point
 ``reward.custom_reward_function.path`` at a file.
 """
 
@@ -25,17 +25,17 @@ __all__ = [
 
 
 def known_data_sources() -> str:
-    """The registered data sources for an error message, each reasoning-gym generator folded into one entry."""
+    """The registered data sources for an error message, reasoning-gym's generators as one entry."""
     prefix = reasoning_gym.DATA_SOURCE_PREFIX
     names = [n for n in SCORERS.names() if not n.startswith(prefix)]
-    generators = len(SCORERS.names()) - len(names)
-    if generators:
-        names.append(f"{prefix}<generator> ({generators} reasoning-gym generators)")
+    if reasoning_gym.installed():
+        names.append(f"{prefix}<generator> (reasoning-gym's generators)")
     return ", ".join(names)
 
 
 def get_scorer(data_source: str) -> ScoreFn:
     """The scorer registered for ``data_source``; ValueError naming it and the known sources otherwise."""
+    reasoning_gym.register_generators([data_source])
     if data_source not in SCORERS:
         raise ValueError(
             f"no reward scorer for data_source {data_source!r}; known data sources: "
