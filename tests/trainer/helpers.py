@@ -30,6 +30,12 @@ STANDALONE = [
 ]
 
 
+def worker_env(**env: object) -> list[str]:
+    """Overrides that give every process of a run these environment variables (through the run's
+    ``ray_kwargs.ray_init.runtime_env``: the suite's Ray started before a test could set them)."""
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}='{value}'" for name, value in env.items()]
+
+
 def joining(cluster) -> list[str]:
     """Overrides that make a run join ``cluster`` (a ``ray.cluster_utils.Cluster``) instead of starting Ray."""
     return [f"ray_kwargs.ray_init.address={cluster.address}", "~ray_kwargs.ray_init.num_cpus"]

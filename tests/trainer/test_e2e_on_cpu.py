@@ -119,6 +119,7 @@ def test_two_node_cluster_runs_actor_dp2_across_nodes(tmp_path):
             "trainer.nnodes=2",
             "trainer.n_gpus_per_node=1",
             *joining(cluster),
+            own_ray=True,  # main_ppo joins the two-node cluster itself, not the suite's one-node Ray
         )
         assert [h["step"] for h in history] == [1, 2]
         assert all(h["kv/controller_bytes_read"] == 0 for h in history)

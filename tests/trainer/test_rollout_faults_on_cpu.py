@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.helpers import FAST, train, train_cli
+from tests.trainer.helpers import FAST, train, train_cli, worker_env
 
 ARR = "actor_rollout_ref.rollout"
 DYING = Path(__file__).resolve().parent / "dying_rollout.py"
@@ -29,15 +29,14 @@ assert f"data.train_batch_size={PROMPTS}" in FAST and f"{ARR}.n={SAMPLES}" in FA
 
 
 @pytest.fixture
-def kill_at(tmp_path, monkeypatch):
-    """``kill_at(step)``: the folder where the dying server records its kill and every served request."""
+def kill_at(tmp_path):
+    """``kill_at(step)``: the folder where the dying server records its kill and every served request, and
+    the overrides that arm it."""
 
-    def arm(step: int) -> Path:
+    def arm(step: int) -> tuple[Path, list[str]]:
         folder = tmp_path / "dying"
         folder.mkdir()
-        monkeypatch.setenv("DYING_ROLLOUT_DIR", str(folder))
-        monkeypatch.setenv("DYING_ROLLOUT_STEP", str(step))
-        return folder
+        return folder, worker_env(DYING_ROLLOUT_DIR=folder, DYING_ROLLOUT_STEP=step)
 
     return arm
 
@@ -65,9 +64,10 @@ def check_fault_handled(
 
 
 def test_hf_server_killed_mid_step_is_dropped_and_the_step_completes_on_the_other(tmp_path, kill_at):
-    folder = kill_at(1)
+    folder, dying = kill_at(1)
     history = train(
         tmp_path,
+        *dying,
         "trainer.total_training_steps=2",
         *STANDALONE,
         f"{ARR}.name=hf_dying",
@@ -82,9 +82,10 @@ def test_hf_server_killed_mid_step_is_dropped_and_the_step_completes_on_the_othe
 
 def test_hf_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_path, kill_at):
     # one server, killed in step 2: its requests wait for the replacement, which serves the step-1 weights
-    folder = kill_at(2)
+    folder, dying = kill_at(2)
     history = train(
         tmp_path,
+        *dying,
         "trainer.total_training_steps=2",
         *STANDALONE,
         f"{ARR}.name=hf_dying",
@@ -100,9 +101,10 @@ def test_hf_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_pat
 def test_vllm_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_path, kill_at):
     # Also the standalone vLLM end-to-end test (one engine start fewer in the suite): the step-1 weights
     # reach the server through the ray engine, and its replacement through the recovery board.
-    folder = kill_at(2)
+    folder, dying = kill_at(2)
     history = train(
         tmp_path,
+        *dying,
         "trainer.total_training_steps=2",
         *STANDALONE,
         f"{ARR}.name=vllm_dying",
@@ -118,9 +120,10 @@ def test_vllm_server_killed_mid_step_is_restarted_with_the_current_weights(tmp_p
 
 
 def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, kill_at, capsys):
-    folder = kill_at(1)
+    folder, dying = kill_at(1)
     code, line = train_cli(
         tmp_path,
+        *dying,
         capsys,
         "trainer.total_training_steps=1",
         *STANDALONE,
@@ -137,23 +140,26 @@ def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, 
     print(f"\nthe run ended {time.time() - killed['time']:.2f} s after the SIGKILL (Ray shut down included)")
 
 
-def test_a_rollout_past_generate_timeout_s_ends_the_run_naming_what_it_waited_for(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLOW_ROLLOUT_TOKEN_S", "2")  # 24 tokens: ~50 s per generation
+def test_a_rollout_past_generate_timeout_s_ends_the_run_naming_what_it_waited_for(tmp_path, capsys):
     # registers hf_slow by importing tests.trainer.slow_rollout, the module other tests of this session
     # import too (loading the file by path would register a second class under the same name)
     slow = tmp_path / "slow.py"
     slow.write_text("import tests.trainer.slow_rollout  # noqa: F401\n")
     start = time.monotonic()
-    with pytest.raises(
-        Exception,
-        match=r"rollout.agent.generate_timeout_s=5 s: 1 of 1 agent-loop workers were still generating "
-        r"their share of the training batch",
-    ):
-        train(
-            tmp_path,
-            "trainer.total_training_steps=1",
-            f"trainer.extensions=[{slow}]",
-            f"{ARR}.name=hf_slow",
-            f"{ARR}.agent.generate_timeout_s=5",
-        )
+    code, line = train_cli(
+        tmp_path,
+        capsys,
+        "trainer.total_training_steps=1",
+        *worker_env(SLOW_ROLLOUT_TOKEN_S=2),  # 24 tokens: ~50 s per generation
+        f"trainer.extensions=[{slow}]",
+        f"{ARR}.name=hf_slow",
+        f"{ARR}.agent.generate_timeout_s=5",
+    )
+    assert code == 3
+    assert re.fullmatch(
+        r"verl_lite: the run stopped: the rollout did not finish within actor_rollout_ref.rollout.agent."
+        r"generate_timeout_s=5 s: 1 of 1 agent-loop workers were still generating their share of the "
+        r"training batch .*",
+        line,
+    ), line
     print(f"\nthe run ended {time.monotonic() - start:.1f} s after it started")
