@@ -267,17 +267,6 @@ def test_every_registered_name_is_run_through_main_ppo(kind):
     assert never == [], f"{kind} names no test runs through main_ppo ({', '.join(keys)}): {never}"
 
 
-def test_every_builtin_dispatch_mode_runs_on_a_real_worker_group():
-    # Dispatch modes are chosen in code by a worker method's @register, not by a config key: main_ppo's
-    # workers use one_to_all, rank_zero, dp_compute_data and the nd: modes; the rest are there for
-    # users' workers. Each is exercised on real Ray groups of 1-4 workers by this test worker.
-    from verl_lite.single_controller import Dispatch
-
-    used = (TESTS / "single_controller" / "workers.py").read_text()
-    builtin = [attr for attr in vars(Dispatch) if attr.isupper()]
-    assert sorted(a for a in builtin if f"Dispatch.{a})" not in used and f"Dispatch.{a}," not in used) == []
-
-
 @pytest.mark.parametrize(
     "override", [o for names in REFUSED.values() for o in names.values()], ids=lambda o: o.split(".")[-1]
 )
