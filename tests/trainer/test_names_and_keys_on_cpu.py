@@ -267,8 +267,12 @@ def _check_gpg(steps: list[dict], run_dir: Path) -> None:
         assert h["critic/advantages/max"] == pytest.approx(max(adv), rel=1e-5, abs=1e-6)
         assert h["critic/advantages/min"] == pytest.approx(min(adv), rel=1e-5, abs=1e-6)
         assert h["critic/advantages/mean"] == pytest.approx(mean, rel=1e-5, abs=1e-6)
-    # GPG's loss is -A * log pi with no ratio, so nothing is ever clipped.
+    # GPG's loss is -A * log pi with no ratio, so nothing is ever clipped. On-policy its gradient equals the
+    # ratio loss's (grad of ratio = grad of log pi at ratio 1), but its value does not: one mini-batch, one
+    # epoch, token-mean, the ratio loss would log -mean(A) to float32 rounding (~1e-7), GPG logs
+    # -mean(A * log pi), which differs unless the tokens' A * (1 + log pi) cancel to 1e-4 by chance.
     assert all(h["actor/pg_clipfrac"] == 0.0 and h["actor/pg_clipfrac_lower"] == 0.0 for h in steps)
+    assert any(abs(h["actor/pg_loss"] + h["critic/advantages/mean"]) > 1e-4 for h in steps)
 
 
 # Keys of actor_batching_schedule_rollout whose effect no metric, file or dump of a 2-step CPU run shows,
