@@ -11,6 +11,9 @@ Registered names that validation refuses in main_ppo today are advertised differ
 they serve placements no trainer flow builds yet, and the test below proves each is refused before Ray
 starts). verl's spellings are not keys of the yaml: they are translated on the command line
 (``verl_lite/trainer/verl_compat.py``; tests/trainer/test_verl_compat.py checks each).
+
+Set is not seen: whether a row's check notices each key it sets is audited outside the suite by
+``scripts/audit_key_effects.py`` (one rerun per key without its override; the check must fail).
 """
 
 from __future__ import annotations
