@@ -289,9 +289,11 @@ NO_CPU_EFFECT = {
     "actor.fsdp_config.param_offload": "on CPU the parameters already live in host memory",
     "engine.name": "fsdp is the default and only trained engine on CPU",
     "engine.backend": "gloo is the only backend on CPU",
+    "engine.param_dtype": "CPU always trains in float32; the dtype applies to GPU mixed precision only",
     "engine.seed": "seen only against a run with another seed",
     "model.enable_gradient_checkpointing": "recomputes activations: same numbers, less memory",
     "model.trust_remote_code": "the embedded model is a transformers architecture; no remote code runs",
+    "rollout.temperature": "the actor scores at the rollout's temperature too, so they agree at any value",
     "rollout.top_p": "truncates the sampling distribution; no token probabilities are dumped",
     "rollout.top_k": "the same",
     "rollout.max_num_seqs": "caps concurrent sequences of the hf server; no metric reports concurrency",
@@ -313,11 +315,11 @@ def _check_actor_batching_schedule_rollout(steps: list[dict], run_dir: Path) -> 
     # rollout.response_length=16 overrides FAST's data.max_response_length=24
     assert all(h["response_length/max"] <= 16 for h in steps)
     # Two epochs over two mini-batches recompute the old log-probs: the rollout's (same weights, same
-    # temperature 0.8, float32) agree to reduction-order error, far below 1e-4 in probability; a rollout
-    # at another temperature or dtype would differ by far more.
+    # temperature, float32 on CPU) agree to reduction-order error, far below 1e-4 in probability.
     assert all(h["training/rollout_probs_diff_mean"] < 1e-4 for h in steps)
     # The second epoch and mini-batch run on updated weights, so the ratio leaves 1 somewhere.
     assert any(h["actor/ppo_kl"] != 0.0 for h in steps)
+    # each of these fails the check when left out (scripts/audit_key_effects.py)
     checked = {
         "actor.ppo_epochs",
         "actor.ppo_mini_batch_size",
@@ -326,8 +328,6 @@ def _check_actor_batching_schedule_rollout(steps: list[dict], run_dir: Path) -> 
         "actor.optim.min_lr_ratio",
         "actor.optim.total_training_steps",
         "rollout.response_length",
-        "rollout.temperature",
-        "engine.param_dtype",
     }
     row = ROWS["actor_batching_schedule_rollout"]
     keys = {o.split("=", 1)[0].removeprefix(f"{ARR}.") for o in row}
