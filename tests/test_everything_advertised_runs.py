@@ -11,6 +11,9 @@ Registered names that validation refuses in main_ppo today are advertised differ
 they serve placements no trainer flow builds yet, and the test below proves each is refused before Ray
 starts). verl's spellings are not keys of the yaml: they are translated on the command line
 (``verl_lite/trainer/verl_compat.py``; tests/trainer/test_verl_compat.py checks each).
+
+Set is not seen: whether a row's check notices each key it sets is audited outside the suite by
+``scripts/audit_key_effects.py`` (one rerun per key without its override; the check must fail).
 """
 
 from __future__ import annotations
@@ -265,17 +268,6 @@ def test_every_registered_name_is_run_through_main_ppo(kind):
         if name not in refused and not any(obj is o for o in run_objects)
     )
     assert never == [], f"{kind} names no test runs through main_ppo ({', '.join(keys)}): {never}"
-
-
-def test_every_builtin_dispatch_mode_runs_on_a_real_worker_group():
-    # Dispatch modes are chosen in code by a worker method's @register, not by a config key: main_ppo's
-    # workers use one_to_all, rank_zero, dp_compute_data and the nd: modes; the rest are there for
-    # users' workers. Each is exercised on real Ray groups of 1-4 workers by this test worker.
-    from verl_lite.single_controller import Dispatch
-
-    used = (TESTS / "single_controller" / "workers.py").read_text()
-    builtin = [attr for attr in vars(Dispatch) if attr.isupper()]
-    assert sorted(a for a in builtin if f"Dispatch.{a})" not in used and f"Dispatch.{a}," not in used) == []
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 import pytest
 
 from verl_lite.reward import NaiveRewardManager, RewardConfig, build_reward_manager, validate_reward_config
+from verl_lite.reward.managers import RewardItem
 
 
 def test_defaults_mirror_the_yaml_group():
@@ -53,7 +54,15 @@ def test_build_without_custom_function_uses_builtin_scorers():
 
 
 def test_validate_accepts_known_sources_and_kwargs():
-    validate_reward_config({"reward_kwargs": {"method": "flexible"}}, {"openai/gsm8k", "math"})
+    config = {"reward_kwargs": {"method": "flexible"}}
+    # validation raises on a problem and otherwise returns nothing and leaves the config as it was
+    assert validate_reward_config(config, {"openai/gsm8k", "math"}) is None
+    assert config == {"reward_kwargs": {"method": "flexible"}}
+    # what it accepted is what runs: the built manager hands method=flexible to the gsm8k scorer, which then
+    # takes the last number of a response without "#### " (strict extraction would find none and score 0)
+    item = RewardItem("openai/gsm8k", "q", "so the answer is 42", "42")
+    assert build_reward_manager(config)([item])[0].score == 1.0
+    assert build_reward_manager(RewardConfig())([item])[0].score == 0.0
 
 
 def test_validate_reports_data_source_without_scorer():

@@ -5,6 +5,8 @@ import torch
 from tensordict import TensorDict
 
 from tests.single_controller.workers import Echo
+from verl_lite.single_controller import Dispatch, Execute
+from verl_lite.single_controller.decorator import METHOD_SPEC_ATTR
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
 
 WORLD_SIZES = [1, 2, 3, 4]
@@ -93,3 +95,42 @@ def test_non_blocking_call_returns_future_that_collects(groups):
     future = groups[4].dp_compute_data_async(batch)
     assert hasattr(future, "get")
     assert future.get()["y"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+# Each built-in mode as dispatch.py documents it, run on 3 workers: the Echo method that declares it, its
+# arguments, and the group call's result (Echo returns what each rank received, with the rank).
+DOCUMENTED = {
+    # the same arguments to every rank, the list of every rank's result
+    "one_to_all": ("one_to_all", ("hi",), {}, [(0, "hi"), (1, "hi"), (2, "hi")]),
+    # lists of world-size length scattered element-wise, anything else broadcast; the list of results
+    "all_to_all": (
+        "all_to_all",
+        (["a", "b", "c"],),
+        {"shared": "s"},
+        [(0, "a", "s"), (1, "b", "s"), (2, "c", "s")],
+    ),
+    # every rank runs, rank 0's result alone comes back
+    "rank_zero": ("rank_zero", (5,), {}, (0, 5)),
+    # every argument a list of one element per rank; the list of results
+    "dp_compute": ("dp_compute", ([0, 10, 20],), {}, [(0, 0), (1, 10), (2, 20)]),
+    # rows split in order (7 padded to 9: 3 a rank), results concatenated and the padding stripped
+    "dp_compute_data": (
+        "dp_compute_data",
+        (TensorDict({"x": torch.arange(7.0)}, batch_size=[7]),),
+        {},
+        {"y": [2.0 * i for i in range(7)], "rank": [0, 0, 0, 1, 1, 1, 2], "rows": [3] * 7},
+    ),
+}
+
+
+@pytest.mark.parametrize("attr", sorted(a for a in vars(Dispatch) if a.isupper()))
+def test_every_builtin_dispatch_mode_dispatches_and_collects_as_documented(groups, attr):
+    mode = getattr(Dispatch, attr)
+    assert mode.name in DOCUMENTED, f"Dispatch.{attr} has no documented behaviour in DOCUMENTED to run"
+    method, args, kwargs, expected = DOCUMENTED[mode.name]
+    spec = getattr(getattr(Echo, method), METHOD_SPEC_ATTR)
+    assert spec.dispatch_mode is mode and spec.execute_mode is Execute.ALL and spec.blocking
+    result = getattr(groups[3], method)(*args, **kwargs)
+    if isinstance(result, TensorDict):
+        result = {key: result[key].tolist() for key in expected}
+    assert result == expected

@@ -16,12 +16,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch.distributed.checkpoint as dcp
 
-from tests.trainer.helpers import joining, train, train_cli
+from tests.trainer.helpers import dumped_generations, joining, train, train_cli
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
+from verl_lite.workers.engine.base import HF_CONFIG_DIR
+from verl_lite.workers.lora import is_adapter
 
 ARR = "actor_rollout_ref"
 EXAMPLE_REWARD = str(Path(__file__).resolve().parents[2] / "examples" / "custom_reward.py")
+# A row's values may name files in its run folder as RUN_DIR/...
 ROWS = {
     # RLOO with GSPO's sequence-level ratio and DAPO's overlong penalty on the reward.
     "rloo_gspo_dapo": [
@@ -85,7 +89,12 @@ ROWS = {
         f"{ARR}.actor.clip_cov_lb=-1000.0",
         f"{ARR}.actor.clip_cov_ub=1000.0",
     ],
-    "gpg": ["algorithm.adv_estimator=gpg", f"{ARR}.actor.policy_loss=gpg"],
+    # GPG's estimator and loss; the generation dump gives each sample's score and group to check against.
+    "gpg": [
+        "algorithm.adv_estimator=gpg",
+        f"{ARR}.actor.policy_loss=gpg",
+        "trainer.rollout_data_dir=RUN_DIR/gen",
+    ],
     # Dr.GRPO (no std division) with DAPO's dynamic sampling on the score, and KL-Cov on every token.
     "dr_grpo_filtered_kl_cov": [
         "algorithm.norm_adv_by_std_in_grpo=false",
@@ -182,8 +191,10 @@ ROWS = {
         f"{ARR}.ref.log_prob_use_dynamic_bsz=true",
         f"{ARR}.ref.log_prob_max_token_len_per_gpu=120",
     ],
-    # PPO whose critic trains LoRA adapters and its value head on packed rows, values cut by a token budget.
+    # PPO whose critic trains LoRA adapters and its value head on packed rows, values cut by a token budget;
+    # the checkpoint after step 2 shows what the critic trains.
     "gae_lora_critic": [
+        "trainer.save_freq=2",
         "algorithm.adv_estimator=gae",
         "critic.model.lora_rank=4",
         "critic.model.lora_alpha=8",
@@ -197,54 +208,138 @@ ROWS = {
 }
 
 
-def _check_rloo_gspo_dapo(steps: list[dict]) -> None:
+def _check_rloo_gspo_dapo(steps: list[dict], run_dir: Path) -> None:
     # The penalty falls from 0 at 20 - 20 = 0 tokens... to -0.5 at 20: every sample gets <= 0 added.
     assert all(-0.5 <= h["reward_extra/overlong_reward/mean"] <= 0.0 for h in steps)
     assert all(h["critic/score/min"] >= -0.5 for h in steps)
 
 
-def _check_reinforce_pp_kl_in_reward(steps: list[dict]) -> None:
+def _check_reinforce_pp_kl_in_reward(steps: list[dict], run_dir: Path) -> None:
     # Step 1: the actor equals the reference, KL = 0, so the adaptive controller lowers the coefficient:
     # 0.01 * (1 + clip(0 / 0.05 - 1, -0.2, 0.2) * 16 / 1000) = 0.01 * 0.9968.
     assert steps[0]["actor/reward_kl_penalty_coeff"] == pytest.approx(0.01 * (1 - 0.2 * 16 / 1000))
 
 
-def _check_reinforce_pp_baseline_kl_loss(steps: list[dict]) -> None:
+def _check_reinforce_pp_baseline_kl_loss(steps: list[dict], run_dir: Path) -> None:
     assert steps[0]["actor/kl_loss"] == 0.0  # the reference equals the actor before the first update
     for h in steps:  # a group with a correct response has exactly one 1.25
         assert (h["critic/score/max"] == 1.25) == (h["critic/acc/mean"] > 0)
 
 
-def _check_opo_cispo_scaled_reward(steps: list[dict]) -> None:
+def _check_opo_cispo_scaled_reward(steps: list[dict], run_dir: Path) -> None:
     # Scores 0 / 1 become 0 / 2, clipped to 0 / 1.5.
     assert all(h["critic/score/max"] in (0.0, 1.5) and h["critic/score/min"] in (0.0, 1.5) for h in steps)
     # The second epoch's ratios leave 1, and a zero-width window truncates every one of them.
     assert all(h["actor/pg_clipfrac"] + h["actor/pg_clipfrac_lower"] > 0 for h in steps)
 
 
-def _check_grpo_passk_clip_cov(steps: list[dict]) -> None:
+def _check_grpo_passk_clip_cov(steps: list[dict], run_dir: Path) -> None:
     assert all(h["actor/pg_cov_clipfrac"] == 1.0 and h["actor/grad_norm"] == 0.0 for h in steps)
 
 
-def _check_dr_grpo_filtered_kl_cov(steps: list[dict]) -> None:
+def _check_dr_grpo_filtered_kl_cov(steps: list[dict], run_dir: Path) -> None:
     assert all(h["actor/pg_kl_cov_frac"] == 1.0 for h in steps)
 
 
-def _check_actor_batching_schedule_rollout(steps: list[dict]) -> None:
-    # Cosine over 4 steps after 1 warm-up step: the rate moves between steps and stays <= the peak.
-    assert steps[0]["actor/lr"] != steps[1]["actor/lr"] and max(h["actor/lr"] for h in steps) <= 2e-5
+def _check_gpg(steps: list[dict], run_dir: Path) -> None:
+    # GPG's advantage is GRPO's, (score - group mean) / (group std + 1e-6), times alpha = batch / (batch -
+    # rows of groups whose scores all agree): it keeps the batch-mean gradient's size where GRPO lets those
+    # rows drop out (verl_lite/algorithms/group_advantages.py). Recomputed from the dumped scores, in float64;
+    # the run's float32 values agree to a relative 1e-6, so 1e-5 is room, not tolerance for a wrong alpha
+    # (alpha is a ratio of integers: 16/12 and 16/8 differ by 50%).
+    dumped = dumped_generations(run_dir / "gen")
+    for h in steps:
+        rows = dumped[h["step"]]
+        groups: dict[str, list[float]] = {}
+        for r in rows:
+            groups.setdefault(r["uid"], []).append(float(r["score"]))
+        degenerate = sum(len(g) for g in groups.values() if len(set(g)) == 1)
+        alpha = len(rows) / (len(rows) - degenerate)
+        adv = []
+        for r in rows:
+            g = groups[r["uid"]]
+            mean = sum(g) / len(g)
+            std = math.sqrt(sum((x - mean) ** 2 for x in g) / (len(g) - 1))
+            adv.append(alpha * (float(r["score"]) - mean) / (std + 1e-6))
+        # the advantage metrics weigh each sample by its response tokens
+        tokens = [r["response_len"] for r in rows]
+        mean = sum(a * t for a, t in zip(adv, tokens)) / sum(tokens)
+        assert h["critic/advantages/max"] == pytest.approx(max(adv), rel=1e-5, abs=1e-6)
+        assert h["critic/advantages/min"] == pytest.approx(min(adv), rel=1e-5, abs=1e-6)
+        assert h["critic/advantages/mean"] == pytest.approx(mean, rel=1e-5, abs=1e-6)
+    # GPG's loss is -A * log pi with no ratio, so nothing is ever clipped. On-policy its gradient equals the
+    # ratio loss's (grad of ratio = grad of log pi at ratio 1), but its value does not: one mini-batch, one
+    # epoch, token-mean, the ratio loss would log -mean(A) to float32 rounding (~1e-7), GPG logs
+    # -mean(A * log pi), which differs unless the tokens' A * (1 + log pi) cancel to 1e-4 by chance.
+    assert all(h["actor/pg_clipfrac"] == 0.0 and h["actor/pg_clipfrac_lower"] == 0.0 for h in steps)
+    assert any(abs(h["actor/pg_loss"] + h["critic/advantages/mean"]) > 1e-4 for h in steps)
+
+
+# Keys of actor_batching_schedule_rollout whose effect no metric, file or dump of a 2-step CPU run shows,
+# and why; every other key it sets is checked in _check_actor_batching_schedule_rollout.
+NO_CPU_EFFECT = {
+    "actor.ppo_micro_batch_size_per_gpu": "ignored under use_dynamic_bsz, which cuts micro-batches by tokens",
+    "actor.use_dynamic_bsz": "changes only how a mini-batch is cut into micro-batches; no metric counts them",
+    "actor.ppo_max_token_len_per_gpu": "the same: micro-batch cuts are not reported",
+    "actor.shuffle": "only the order of rows inside an epoch; no metric or file records it",
+    "actor.clip_ratio_c": "dual clip acts where ratio > 2.5 with A < 0; two on-policy epochs stay near 1",
+    "actor.optim.betas": "Adam's moment decay; seen only by comparing against a run with other betas",
+    "actor.optim.weight_decay": "the same: needs a second run to compare",
+    "actor.optim.grad_clip": "actor/grad_norm is the norm before clipping; the clipped update is not reported",
+    "actor.fsdp_config.param_offload": "on CPU the parameters already live in host memory",
+    "engine.name": "fsdp is the default and only trained engine on CPU",
+    "engine.backend": "gloo is the only backend on CPU",
+    "engine.param_dtype": "CPU always trains in float32; the dtype applies to GPU mixed precision only",
+    "engine.seed": "seen only against a run with another seed",
+    "model.enable_gradient_checkpointing": "recomputes activations: same numbers, less memory",
+    "model.trust_remote_code": "the embedded model is a transformers architecture; no remote code runs",
+    "rollout.temperature": "the actor scores at the rollout's temperature too, so they agree at any value",
+    "rollout.top_p": "truncates the sampling distribution; no token probabilities are dumped",
+    "rollout.top_k": "the same",
+    "rollout.max_num_seqs": "caps concurrent sequences of the hf server; no metric reports concurrency",
+    "rollout.checkpoint_engine": "naive is the default; update_weights/bytes is the same for every engine",
+    "rollout.update_weights_bucket_megabytes": "bucket count is not reported; bytes are the same",
+    "trainer.balance_batch": "reorders rows across data-parallel ranks; one rank here",
+    "trainer.project_name": "a logger label (W&B, MLflow); the jsonl logger's folder is the experiment name",
+    "trainer.sample_timeout_s": "acts only when a sample takes longer than 120 s",
+}
+
+
+def _check_actor_batching_schedule_rollout(steps: list[dict], run_dir: Path) -> None:
+    # 4 prompts x 4 samples in mini-batches of 2 prompts, 2 epochs: 4 optimizer steps a training step, and
+    # actor/lr is their mean. Multipliers of optimizer step s (workers/engine/schedule.py): warm-up s < 1:
+    # (s + 1) / 1 = 1; then 0.2 + 0.8 * 0.5 * (1 + cos(pi * min(1, (s - 1) / 3))): 1, 0.8, 0.4 for s = 1..3
+    # and 0.2 from s = 4 on. Step 1: 2e-5 * (1 + 1 + 0.8 + 0.4) / 4 = 1.6e-5; step 2: 2e-5 * 0.2 = 4e-6.
+    assert steps[0]["actor/lr"] == pytest.approx(1.6e-5, rel=1e-12)
+    assert steps[1]["actor/lr"] == pytest.approx(4e-6, rel=1e-12)
+    # rollout.response_length=16 overrides FAST's data.max_response_length=24
     assert all(h["response_length/max"] <= 16 for h in steps)
     # Two epochs over two mini-batches recompute the old log-probs: the rollout's (same weights, same
-    # temperature, float32) agree to reduction-order error, far below 1e-4 in probability.
+    # temperature, float32 on CPU) agree to reduction-order error, far below 1e-4 in probability.
     assert all(h["training/rollout_probs_diff_mean"] < 1e-4 for h in steps)
+    # The second epoch and mini-batch run on updated weights, so the ratio leaves 1 somewhere.
+    assert any(h["actor/ppo_kl"] != 0.0 for h in steps)
+    # each of these fails the check when left out (scripts/audit_key_effects.py)
+    checked = {
+        "actor.ppo_epochs",
+        "actor.ppo_mini_batch_size",
+        "actor.optim.lr_scheduler",
+        "actor.optim.warmup_steps",
+        "actor.optim.min_lr_ratio",
+        "actor.optim.total_training_steps",
+        "rollout.response_length",
+    }
+    row = ROWS["actor_batching_schedule_rollout"]
+    keys = {o.split("=", 1)[0].removeprefix(f"{ARR}.") for o in row}
+    assert keys == checked | set(NO_CPU_EFFECT), "every key of the row is checked or listed with its reason"
 
 
-def _check_gae_critic(steps: list[dict]) -> None:
+def _check_gae_critic(steps: list[dict], run_dir: Path) -> None:
     assert all("critic/vf_loss" in h for h in steps)
     assert "actor/pg_loss" not in steps[0] and "actor/pg_loss" in steps[1]  # critic_warmup=1
 
 
-def _check_lora_packed_kl_loss(steps: list[dict]) -> None:
+def _check_lora_packed_kl_loss(steps: list[dict], run_dir: Path) -> None:
     # LoRA's B starts at zero, so at step 1 the actor is its base: KL to the reference is rounding only.
     assert abs(steps[0]["actor/kl_loss"]) < 1e-6 and steps[1]["actor/kl_loss"] > 0
     # The embedded model's 4 layers each hold q, k, v, o projections of 128 -> 128: rank-8 adapters are
@@ -254,7 +349,23 @@ def _check_lora_packed_kl_loss(steps: list[dict]) -> None:
     assert all(h["training/rollout_probs_diff_mean"] < 1e-4 for h in steps)
 
 
+def _check_gae_lora_critic(steps: list[dict], run_dir: Path) -> None:
+    assert all(h["critic/lr"] == 1e-3 and h["critic/vf_loss"] > 0 for h in steps)
+    # The critic trains adapters: its checkpoint holds the LoRA A/B of every linear layer and the value head,
+    # no base weight (with LoRA the base comes from model.path on load).
+    (critic,) = run_dir.rglob("global_step_2/critic")
+    stored = dcp.FileSystemReader(str(critic)).read_metadata().state_dict_metadata
+    model_keys = [k for k in stored if k.startswith("model.")]
+    base = [k for k in model_keys if not is_adapter(k) and "score" not in k]
+    # all-linear on the embedded model: 4 layers x 7 projections (q, k, v, o, gate, up, down) x (A, B)
+    assert base == [] and sum(is_adapter(k) for k in model_keys) == 4 * 7 * 2
+    adapter = json.loads((critic / HF_CONFIG_DIR / "adapter_config.json").read_text())
+    assert (adapter["r"], adapter["lora_alpha"], adapter["lora_dropout"]) == (4, 8, 0.0)
+
+
 CHECKS = {
+    "gpg": _check_gpg,
+    "gae_lora_critic": _check_gae_lora_critic,
     "rloo_gspo_dapo": _check_rloo_gspo_dapo,
     "reinforce_pp_kl_in_reward": _check_reinforce_pp_kl_in_reward,
     "reinforce_pp_baseline_kl_loss": _check_reinforce_pp_baseline_kl_loss,
@@ -288,8 +399,8 @@ def _finite_steps(history: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("row", sorted(ROWS))
 def test_registered_names_train_through_main_ppo(tmp_path, cluster, row):
-    steps = _finite_steps(_run(tmp_path, cluster, *ROWS[row]))
-    CHECKS.get(row, lambda steps: None)(steps)
+    steps = _finite_steps(_run(tmp_path, cluster, *(o.replace("RUN_DIR", str(tmp_path)) for o in ROWS[row])))
+    CHECKS[row](steps, tmp_path)
 
 
 def _write_rows(path, source: str | None, n: int = 24) -> str:
