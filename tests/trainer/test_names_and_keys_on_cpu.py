@@ -379,11 +379,12 @@ CHECKS = {
 
 
 def _run(tmp_path, cluster, *overrides):
+    """A 2-step run joining ``cluster``; ``RUN_DIR`` in an override stands for the run folder."""
     return train(
         tmp_path,
         "trainer.total_training_steps=2",
         *joining(cluster),
-        *overrides,
+        *[override.replace("RUN_DIR", str(tmp_path)) for override in overrides],
     )
 
 
@@ -399,7 +400,7 @@ def _finite_steps(history: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("row", sorted(ROWS))
 def test_registered_names_train_through_main_ppo(tmp_path, cluster, row):
-    steps = _finite_steps(_run(tmp_path, cluster, *(o.replace("RUN_DIR", str(tmp_path)) for o in ROWS[row])))
+    steps = _finite_steps(_run(tmp_path, cluster, *ROWS[row]))
     CHECKS[row](steps, tmp_path)
 
 

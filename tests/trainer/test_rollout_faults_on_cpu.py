@@ -123,8 +123,8 @@ def test_the_run_ends_naming_the_cause_when_no_rollout_server_is_left(tmp_path, 
     folder, dying = kill_at(1)
     code, line = train_cli(
         tmp_path,
-        *dying,
         capsys,
+        *dying,
         "trainer.total_training_steps=1",
         *STANDALONE,
         f"{ARR}.name=hf_dying",
