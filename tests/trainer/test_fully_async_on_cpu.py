@@ -81,9 +81,12 @@ def test_fully_async_bounds_staleness_continues_aborted_generations_and_resumes_
         *STANDALONE,
         *joining(cluster),
         "actor_rollout_ref.rollout.name=hf_slow",
-        # a server decodes at most 8 of its 16 queued requests at once, so the batch launched second is
-        # still generating when the first one is trained and the weights are synced (partial rollout),
-        # however close together the two launches reach the servers
+        # One server decodes the 32 requests of the first launch (8 groups of 4) 8 at a time, first come
+        # first served, each agent-loop worker's groups arriving together: the first two of its four
+        # batches finish 4 groups, so step 1 trains and syncs while the third is decoding (partial
+        # rollout). Two servers would each take samples of every group, in either worker's order, and
+        # could finish no group before all 32 requests were done.
+        "actor_rollout_ref.rollout.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.max_num_seqs=8",
         f"trainer.extensions=[{modes}]",
         f"{STALENESS}=1",
