@@ -6,7 +6,7 @@ import pytest
 
 from verl_lite.trainer.loggers import LOGGERS, RunInfo, register_logger, saved_run_id
 from verl_lite.trainer.loggers.mlflow_logger import mlflow_key
-from verl_lite.trainer.tracking import Tracker
+from verl_lite.trainer.tracking import Tracker, bar_label
 
 
 def steps_in(path) -> list[int]:
@@ -79,3 +79,10 @@ def test_a_run_id_is_kept_for_a_resume_and_replaced_on_a_fresh_start(tmp_path):
     assert saved_run_id(run, "svc", resume=False, new_id=lambda: next(ids)) == "first"
     assert saved_run_id(run, "svc", resume=True, new_id=lambda: next(ids)) == "first"
     assert saved_run_id(run, "svc", resume=False, new_id=lambda: next(ids)) == "second"
+
+
+def test_the_bar_names_validation_metrics_by_their_whole_data_source():
+    # data sources with a slash stay apart instead of collapsing to their first part
+    assert bar_label("val-core/openai/gsm8k/acc/mean@1") == "openai/gsm8k mean@1"
+    assert bar_label("val-core/reasoning_gym/leg_counting/acc/maj@4") == "reasoning_gym/leg_counting maj@4"
+    assert bar_label("val-core/synthetic_arith/acc/mean@1") == "synthetic_arith mean@1"

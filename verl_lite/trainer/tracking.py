@@ -8,10 +8,17 @@ from typing import Any
 
 from verl_lite.trainer.loggers import LOGGERS, RunInfo
 
-__all__ = ["KEY_METRICS", "LOGGERS", "Tracker"]
+__all__ = ["KEY_METRICS", "LOGGERS", "Tracker", "bar_label"]
 
 # Metrics shown on the progress bar and in the summary, when present.
 KEY_METRICS = ("critic/score/mean", "critic/acc/mean", "timing_s/step")
+
+
+def bar_label(key: str) -> str:
+    """The progress bar's short name for ``val-core/<data_source>/<metric>/<stat>``: ``<data_source> <stat>``
+    (data sources may hold ``/``, e.g. ``openai/gsm8k``)."""
+    source, _, stat = key.removeprefix("val-core/").rsplit("/", 2)
+    return f"{source} {stat}"
 
 
 class Tracker:
@@ -63,9 +70,7 @@ class Tracker:
                 for k, v in metrics.items()
                 if k in KEY_METRICS
             }
-            shown.update(
-                {k.split("/")[1]: f"{v:.3f}" for k, v in metrics.items() if k.startswith("val-core/")}
-            )
+            shown.update({bar_label(k): f"{v:.3f}" for k, v in metrics.items() if k.startswith("val-core/")})
             self._bar.set_postfix(shown)
 
     def finish(self, history: list[dict[str, Any]]) -> None:
