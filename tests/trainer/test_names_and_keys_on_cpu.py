@@ -119,9 +119,8 @@ ROWS = {
         f"{ARR}.actor.optim.weight_decay=0.01",
         f"{ARR}.actor.optim.grad_clip=0.5",
         f"{ARR}.actor.optim.lr_scheduler=cosine",
-        f"{ARR}.actor.optim.warmup_steps=1",
         f"{ARR}.actor.optim.min_lr_ratio=0.2",
-        f"{ARR}.actor.optim.total_training_steps=4",
+        f"{ARR}.actor.optim.total_training_steps=3",
         f"{ARR}.actor.fsdp_config.param_offload=true",
         f"{ARR}.engine.name=fsdp",
         f"{ARR}.engine.backend=gloo",
@@ -306,12 +305,12 @@ NO_CPU_EFFECT = {
 
 
 def _check_actor_batching_schedule_rollout(steps: list[dict], run_dir: Path) -> None:
-    # 4 prompts x 4 samples in mini-batches of 2 prompts, 2 epochs: 4 optimizer steps a training step, and
-    # actor/lr is their mean. Multipliers of optimizer step s (workers/engine/schedule.py): warm-up s < 1:
-    # (s + 1) / 1 = 1; then 0.2 + 0.8 * 0.5 * (1 + cos(pi * min(1, (s - 1) / 3))): 1, 0.8, 0.4 for s = 1..3
-    # and 0.2 from s = 4 on. Step 1: 2e-5 * (1 + 1 + 0.8 + 0.4) / 4 = 1.6e-5; step 2: 2e-5 * 0.2 = 4e-6.
-    assert steps[0]["actor/lr"] == pytest.approx(1.6e-5, rel=1e-12)
-    assert steps[1]["actor/lr"] == pytest.approx(4e-6, rel=1e-12)
+    # The schedule advances once per training step (after its 4 optimizer steps: 4 prompts x 4 samples in
+    # mini-batches of 2 prompts, 2 epochs), so every optimizer step of training step s uses the multiplier
+    # of s (workers/engine/schedule.py), no warm-up: 0.2 + 0.8 * 0.5 * (1 + cos(pi * s / 3)) = 1 and 0.8.
+    # (Per optimizer step, step 2 would be 0.2; without min_lr_ratio 0.75; over 2 steps 0.6.)
+    assert steps[0]["actor/lr"] == pytest.approx(2e-5, rel=1e-12)
+    assert steps[1]["actor/lr"] == pytest.approx(1.6e-5, rel=1e-12)
     # rollout.response_length=16 overrides FAST's data.max_response_length=24
     assert all(h["response_length/max"] <= 16 for h in steps)
     # Two epochs over two mini-batches recompute the old log-probs: the rollout's (same weights, same
@@ -324,7 +323,6 @@ def _check_actor_batching_schedule_rollout(steps: list[dict], run_dir: Path) -> 
         "actor.ppo_epochs",
         "actor.ppo_mini_batch_size",
         "actor.optim.lr_scheduler",
-        "actor.optim.warmup_steps",
         "actor.optim.min_lr_ratio",
         "actor.optim.total_training_steps",
         "rollout.response_length",

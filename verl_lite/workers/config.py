@@ -63,13 +63,14 @@ class OptimConfig:
     grad_clip: float = 1.0
     # "constant" or "cosine" (linear warmup, then cosine decay to min_lr_ratio * lr).
     lr_scheduler: str = "constant"
-    # Warmup steps; when negative, warmup_steps_ratio * total_training_steps is used.
+    # Warmup length in schedule steps; when negative, warmup_steps_ratio * total_training_steps is used.
     warmup_steps: int = -1
     # Fraction of total_training_steps spent warming up (when warmup_steps < 0).
     warmup_steps_ratio: float = 0.0
     # Floor of the cosine schedule as a fraction of lr.
     min_lr_ratio: float = 0.0
-    # Optimizer steps in the run (set by the trainer; needed by the cosine schedule).
+    # Steps the schedule spans; it advances once per lr_scheduler_step call (PPO: once per training
+    # step; SFT: once per optimizer step). Set by the trainer; needed by the cosine schedule.
     total_training_steps: int = 1
 
 

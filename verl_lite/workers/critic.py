@@ -87,6 +87,7 @@ class CriticWorker(Worker):
             step_metrics["critic/vf_loss"] = sum(m["critic/vf_loss"] for m in metrics) / dp_size
             step_metrics.update({f"critic/{k}": v for k, v in self.engine.optimizer_step().items()})
             history.append(step_metrics)
+        self.engine.lr_scheduler_step()  # once per training step, however many optimizer steps it made
         return means(history)
 
     def _value_loss(self, agg: dict):

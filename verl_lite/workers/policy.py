@@ -242,6 +242,7 @@ class PolicyWorker(Worker):
             averaged.update({k: v / dp_size for k, v in summed.items()})
             averaged.update({f"actor/{k}": v for k, v in self.actor.optimizer_step().items()})
             history.append(averaged)
+        self.actor.lr_scheduler_step()  # once per training step, however many optimizer steps it made
         return means(history)
 
     def _policy_loss(self, loss_fn, loss_config: PolicyLossConfig, agg: dict):

@@ -93,6 +93,7 @@ class SupervisedWorker(Worker):
                 sums[k] = sums.get(k, 0.0) + v
         metrics = dict(zip(sums, (v / total for v in self._all_reduce(list(sums.values())))))
         metrics.update(self.engine.optimizer_step())
+        self.engine.lr_scheduler_step()
         metrics["num_units"] = total
         metrics["num_micro_batches"] = num_micro  # summed over ranks, idle ones included
         return metrics

@@ -62,7 +62,11 @@ class TrainingEngine(ABC):
 
     @abstractmethod
     def optimizer_step(self) -> dict[str, float]:
-        """Clip gradients, step optimizer and scheduler, zero gradients; returns grad_norm and lr."""
+        """Clip gradients, step the optimizer, zero gradients; returns grad_norm and the lr it used."""
+
+    @abstractmethod
+    def lr_scheduler_step(self) -> None:
+        """Advance the learning-rate schedule by one training step (PPO: after all of a step's updates)."""
 
     @abstractmethod
     def named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:

@@ -216,8 +216,10 @@ class FSDPEngine(TrainingEngine):
             if self.offload_optimizer:
                 _move_optimizer_state(self.optimizer, torch.device("cpu"))
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
         return {"grad_norm": float(grad_norm), "lr": float(lr)}
+
+    def lr_scheduler_step(self) -> None:
+        self.scheduler.step()
 
     @contextmanager
     def adapters_disabled(self) -> Iterator[None]:
