@@ -26,10 +26,7 @@ import ssl
 import sys
 from collections import Counter
 from dataclasses import replace
-from typing import Any
-
-import httpx
-import openai
+from typing import TYPE_CHECKING, Any
 
 from verl_lite.utils.extensions import function_from_file
 from verl_lite.workers.agent_loop.base import (
@@ -40,10 +37,13 @@ from verl_lite.workers.agent_loop.base import (
     register_agent_loop,
 )
 from verl_lite.workers.config import SamplingConfig
-from verl_lite.workers.openai_api.endpoint import endpoint_on_this_loop
 from verl_lite.workers.openai_api.session import ChatSession
 from verl_lite.workers.openai_api.transcript import Segment
 from verl_lite.workers.tools.rendering import ChatRenderer
+
+if TYPE_CHECKING:  # imported when an agent first runs: every process that registers the loops skips them
+    import httpx
+    import openai
 
 KEY = "actor_rollout_ref.rollout.agent.openai.function"
 # The API key the agent's client sends (the endpoint trusts the URL's token, not this).
@@ -88,6 +88,10 @@ class OpenAIAgentLoop(AgentLoop):
         self, row: dict[str, Any], client: ServerClient, sampling: SamplingConfig, max_tokens: int
     ) -> AgentLoopOutput:
         """One run of the agent on ``row`` (see ``AgentLoop.run``); never raises for the agent's faults."""
+        import openai
+
+        from verl_lite.workers.openai_api.endpoint import endpoint_on_this_loop
+
         endpoint = await endpoint_on_this_loop()
         session = ChatSession(
             self.renderer, client, sampling, replace(self.config, response_length=max_tokens)
@@ -169,6 +173,8 @@ def _http_client() -> httpx.AsyncClient:
     """A trajectory's own HTTP client: one connection to the loopback endpoint, no per-request timeout
     (``rollout.agent.openai.timeout_s`` bounds the whole agent). A client per trajectory, not one shared:
     httpx's pool scans every connection for each request, quadratic in the concurrent agents."""
+    import httpx
+
     transport = httpx.AsyncHTTPTransport(verify=_tls_context())
     return httpx.AsyncClient(trust_env=False, timeout=None, transport=transport)
 
