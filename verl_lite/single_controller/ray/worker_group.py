@@ -76,6 +76,18 @@ def _failure_message(where: str, err: Exception) -> str:
     return f"{where} failed with {headline}\nworker traceback:\n{trace}"
 
 
+def _rendezvous_address(pg, bundle: int) -> tuple[str, int]:
+    """Rank 0's node address and a port free there, for ``MASTER_ADDR`` / ``MASTER_PORT``: looked up in
+    this process when the slot is on its node, else by a task placed in the slot (a process to start)."""
+    node = ray.util.placement_group_table(pg)["bundles_to_node_id"].get(bundle)
+    if node == ray.get_runtime_context().get_node_id():
+        return node_address_and_free_port()
+    probe = ray.remote(num_cpus=0)(node_address_and_free_port).options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=bundle)
+    )
+    return ray.get(probe.remote())
+
+
 class RayWorkerGroup:
     """Creates one worker actor per slot of ``resource_pool`` and binds its ``@register`` methods.
 
@@ -106,13 +118,7 @@ class RayWorkerGroup:
     # ---- creation -----------------------------------------------------------------------------
     def _create_workers(self, env_vars: dict[str, str]) -> list:
         slots = self.resource_pool.slots()
-        first_pg, first_bundle = slots[0][0], slots[0][1]
-        probe = ray.remote(num_cpus=0)(node_address_and_free_port).options(
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                first_pg, placement_group_bundle_index=first_bundle
-            )
-        )
-        master_addr, master_port = ray.get(probe.remote())
+        master_addr, master_port = _rendezvous_address(slots[0][0], slots[0][1])
         remote_cls = self.ray_cls_with_init.cls
         if not hasattr(remote_cls, "remote"):
             remote_cls = ray.remote(remote_cls)
