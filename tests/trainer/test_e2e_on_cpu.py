@@ -7,18 +7,26 @@ import time
 import pytest
 import ray
 
+from tests.trainer.conftest import suite_cluster
 from tests.trainer.helpers import STANDALONE, joining, train, train_cli
 
 
-def test_grpo_three_steps_with_hf_rollout(tmp_path, cluster):
-    history = train(tmp_path, *joining(cluster), "trainer.total_training_steps=3")
+@pytest.fixture(scope="module")
+def three_steps(tmp_path_factory):
+    """The default GRPO run (hybrid hf rollout, FAST settings) for 3 steps: its folder and step metrics."""
+    run_dir = tmp_path_factory.mktemp("three_steps")
+    return run_dir, train(run_dir, *joining(suite_cluster()), "trainer.total_training_steps=3")
+
+
+def test_grpo_three_steps_with_hf_rollout(three_steps):
+    run_dir, history = three_steps
     steps = [h for h in history if h["step"] > 0]
     assert [h["step"] for h in steps] == [1, 2, 3]
     for h in steps:
         assert 0.0 <= h["critic/score/mean"] <= 1.0 and h["actor/grad_norm"] > 0
         assert h["training/rollout_probs_diff_mean"] < 1e-4
         assert h["kv/controller_bytes_read"] == 0  # the controller never read a token tensor
-    lines = (tmp_path / "grpo_tiny" / "metrics.jsonl").read_text().splitlines()
+    lines = (run_dir / "grpo_tiny" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
 
 
@@ -142,11 +150,12 @@ def test_val_only_validates_once_and_trains_nothing(tmp_path, cluster):
     assert not any(key.startswith("actor/") for key in history[0])
 
 
-def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path, cluster):
-    # FAST is one on-policy pass (one epoch, one mini-batch): auto skips the separate forward.
-    skipped = train(tmp_path / "auto", *joining(cluster), "trainer.total_training_steps=1")[-1]
+def test_skipping_the_old_log_prob_pass_leaves_the_update_unchanged(tmp_path, cluster, three_steps):
+    # FAST is one on-policy pass (one epoch, one mini-batch): auto (the default run's first step) skips
+    # the separate forward; the same first step with it recomputed must train the same.
+    skipped = three_steps[1][0]
     recomputed = train(
-        tmp_path / "recompute",
+        tmp_path,
         *joining(cluster),
         "trainer.total_training_steps=1",
         "actor_rollout_ref.actor.old_log_prob=recompute",
