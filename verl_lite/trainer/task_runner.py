@@ -51,35 +51,27 @@ class TaskRunner:
 
     def run(self, config_dict: dict) -> list[dict[str, Any]]:
         """Build the run from ``config_dict`` (a ``PPOConfig`` as a dict), train it; the logged metrics."""
-        from transformers import AutoTokenizer
-
-        import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
-        from verl_lite.data.rl_dataset import PromptBatches
-        from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
-        from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
         from verl_lite.trainer.runtime import Runtime, extension_entries
-        from verl_lite.trainer.tracking import Tracker
         from verl_lite.utils.config import from_config
         from verl_lite.utils.extensions import load_extensions
 
         config = from_config(PPOConfig, config_dict)
         load_extensions(extension_entries(config))
 
-        def load_prompts():
-            tokenizer = AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
-            train = build_dataset(config, tokenizer, "train")
-            val = build_dataset(config, tokenizer, "val") if config.data.val_files else None
-            batches = PromptBatches(
-                train, config.data.train_batch_size, shuffle=config.data.shuffle, seed=config.data.seed
-            )
-            return batches, val
+        def start_workers(runtime: Runtime):
+            return runtime.start_kv_store(config.kv), runtime.start_policy(config)
 
-        with Runtime() as runtime, ThreadPoolExecutor(1, thread_name_prefix="load-prompts") as loader:
-            # The prompts are tokenized here while the workers' processes start and load their models.
-            prompts = loader.submit(load_prompts)
-            kv = runtime.start_kv_store(config.kv)
-            groups = runtime.start_policy(config)
-            batches, val = prompts.result()
+        with Runtime() as runtime, ThreadPoolExecutor(1, thread_name_prefix="start-workers") as starter:
+            # The worker processes start and load their models while this process imports the trainer
+            # and tokenizes the prompts: the start-up of both sides overlaps on different cores.
+            started = starter.submit(start_workers, runtime)
+            batches, val = _load_prompts(config)
+            import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
+            from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
+            from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
+            from verl_lite.trainer.tracking import Tracker
+
+            kv, groups = started.result()
             buffer = ReplayBuffer(ReplayBufferConfig.from_ppo_config(config), client=kv)
             tracker = Tracker(
                 config.trainer.logger,
@@ -92,3 +84,18 @@ class TaskRunner:
             trainer.stop_requested = self._stop.is_set
             self._trainer = trainer
             return trainer.fit()
+
+
+def _load_prompts(config: PPOConfig):
+    """The training prompts as ``PromptBatches`` and the validation ``RLHFDataset`` (or None), tokenized."""
+    from transformers import AutoTokenizer
+
+    from verl_lite.data.rl_dataset import PromptBatches
+
+    tokenizer = AutoTokenizer.from_pretrained(config.model.tokenizer_path or config.model.path)
+    train = build_dataset(config, tokenizer, "train")
+    val = build_dataset(config, tokenizer, "val") if config.data.val_files else None
+    batches = PromptBatches(
+        train, config.data.train_batch_size, shuffle=config.data.shuffle, seed=config.data.seed
+    )
+    return batches, val
