@@ -63,8 +63,8 @@ def test_quiet_verl_values_are_dropped_and_verl_lite_values_of_shared_keys_pass(
 
 def test_older_tis_cap_runs_as_token_level_importance_sampling(capsys):
     config = load_ppo_config(compose_config("ppo_trainer", [f"{ARR}.actor.tis_imp_ratio_cap=3.0"]))
-    assert config.actor_rollout_ref.actor.rollout_is == "token"
-    assert config.actor_rollout_ref.actor.rollout_is_threshold == 3.0
+    assert config.algorithm.rollout_correction.rollout_is == "token"
+    assert config.algorithm.rollout_correction.rollout_is_threshold == 3.0
     assert "tis_imp_ratio_cap=3.0: " in capsys.readouterr().err
 
 
