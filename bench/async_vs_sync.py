@@ -31,7 +31,7 @@ MODES = {
     "sync": ["trainer.mode=sync"],
     "one_step_off": ["trainer.mode=one_step_off"],
     # the correction needs the old-log-prob forward, which the single-pass update otherwise skips
-    "one_step_off+tis": ["trainer.mode=one_step_off", "actor_rollout_ref.actor.rollout_is=token"],
+    "one_step_off+tis": ["trainer.mode=one_step_off", "algorithm.rollout_correction.rollout_is=token"],
     "fully_async": [
         "trainer.mode=fully_async",
         "trainer.parameter_sync_step=1",

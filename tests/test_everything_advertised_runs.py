@@ -64,7 +64,10 @@ def _registries() -> dict[str, tuple[object, tuple[str, ...]]]:
         "loss aggregation": (LOSS_AGG_MODES, (f"{arr}.actor.loss_agg_mode", "critic.critic.loss_agg_mode")),
         "KL estimator": (KL_PENALTIES, ("algorithm.kl_penalty", f"{arr}.actor.kl_loss_type")),
         "KL controller": (KL_CONTROLLERS, ("algorithm.kl_ctrl.type",)),
-        "rollout ratio level": (RATIO_LEVELS, (f"{arr}.actor.rollout_is", f"{arr}.actor.rollout_rs")),
+        "rollout ratio level": (
+            RATIO_LEVELS,
+            ("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_rs"),
+        ),
         "rollout backend": (ROLLOUTS, (f"{arr}.rollout.name",)),
         "agent loop": (AGENT_LOOPS, (f"{arr}.rollout.agent.default_agent_loop",)),
         "tool parser": (TOOL_PARSERS, (f"{arr}.rollout.multi_turn.format",)),

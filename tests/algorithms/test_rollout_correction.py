@@ -88,5 +88,7 @@ def test_invalid_rollout_correction_values_are_named():
         "rollout_is_threshold=0 is invalid; use a number > 0 (the weight cap).",
         "rollout_rs_threshold=-1 is invalid; use null or a ratio > 0.",
     ]
-    with pytest.raises(ValueError, match="rollout_rs_threshold_lower=3 must be < rollout_rs_threshold=2"):
+    # the dataclass is the algorithm.rollout_correction yaml group: its errors name the full key
+    band = "algorithm.rollout_correction.rollout_rs_threshold_lower=3 must be < algorithm.rollout_correction.rollout_rs_threshold=2"
+    with pytest.raises(ValueError, match=band):
         RolloutCorrectionConfig(rollout_rs="sequence", rollout_rs_threshold=2, rollout_rs_threshold_lower=3)

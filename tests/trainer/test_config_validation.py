@@ -145,15 +145,16 @@ BAD_CONFIGS = [
         "trainer.parameter_sync_step=0 is invalid; use an integer >= 1",
     ),
     (
-        ["actor_rollout_ref.actor.rollout_is=tis"],
-        "actor_rollout_ref.actor.rollout_is='tis' is invalid; use null or one of geometric, sequence, token.",
+        ["algorithm.rollout_correction.rollout_is=tis"],
+        "algorithm.rollout_correction.rollout_is='tis' is invalid; use null or one of geometric, sequence, token.",
     ),
     (
         [
-            "actor_rollout_ref.actor.rollout_rs=sequence",
-            "actor_rollout_ref.actor.rollout_rs_threshold_lower=3",
+            "algorithm.rollout_correction.rollout_rs=sequence",
+            "algorithm.rollout_correction.rollout_rs_threshold_lower=3",
         ],
-        "actor_rollout_ref.actor.rollout_rs_threshold_lower=3 must be < actor_rollout_ref.actor.rollout_rs_threshold=2.0",
+        "algorithm.rollout_correction.rollout_rs_threshold_lower=3 must be < "
+        "algorithm.rollout_correction.rollout_rs_threshold=2.0",
     ),
     (
         ["actor_rollout_ref.actor.kl_cov_ratio=2"],

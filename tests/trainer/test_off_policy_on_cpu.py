@@ -10,7 +10,7 @@ from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations,
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
-ACTOR = "actor_rollout_ref.actor"
+CORRECTION = "algorithm.rollout_correction"
 
 
 def test_tis_and_rejection_run_through_main_ppo_and_report_their_metrics(tmp_path, cluster):
@@ -20,11 +20,11 @@ def test_tis_and_rejection_run_through_main_ppo_and_report_their_metrics(tmp_pat
         tmp_path,
         *joining(cluster),
         "trainer.total_training_steps=2",
-        f"{ACTOR}.rollout_is=token",
-        f"{ACTOR}.rollout_is_threshold=1.5",
-        f"{ACTOR}.rollout_rs=geometric",
-        f"{ACTOR}.rollout_rs_threshold=1.2",
-        f"{ACTOR}.rollout_rs_threshold_lower=0.8",
+        f"{CORRECTION}.rollout_is=token",
+        f"{CORRECTION}.rollout_is_threshold=1.5",
+        f"{CORRECTION}.rollout_rs=geometric",
+        f"{CORRECTION}.rollout_rs_threshold=1.2",
+        f"{CORRECTION}.rollout_rs_threshold_lower=0.8",
     )
     assert [h["step"] for h in history] == [1, 2]
     for h in history:
@@ -41,10 +41,10 @@ def test_sequence_rejection_with_an_empty_band_masks_every_trajectory(tmp_path, 
         tmp_path,
         *joining(cluster),
         "trainer.total_training_steps=1",
-        f"{ACTOR}.rollout_is=sequence",
-        f"{ACTOR}.rollout_rs=sequence",
-        f"{ACTOR}.rollout_rs_threshold=1.02",
-        f"{ACTOR}.rollout_rs_threshold_lower=1.01",
+        f"{CORRECTION}.rollout_is=sequence",
+        f"{CORRECTION}.rollout_rs=sequence",
+        f"{CORRECTION}.rollout_rs_threshold=1.02",
+        f"{CORRECTION}.rollout_rs_threshold_lower=1.01",
     )
     (h,) = history
     assert h["off_policy/rejected_fraction"] == 1.0
@@ -70,7 +70,7 @@ def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(t
         *STANDALONE,
         "trainer.total_training_steps=3",
         f"trainer.rollout_data_dir={dumps}",
-        f"{ACTOR}.rollout_is=token",
+        f"{CORRECTION}.rollout_is=token",
     )
     assert [h["step"] for h in history] == [1, 2, 3]
     # step 1 trains on the initial weights' samples; later batches were generated while the step before

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.helpers import joining, train
+from tests.trainer.helpers import FAST, dumped_generations, joining, train
+from tests.trainer.test_verl_examples import COMMON, FAMILIES
 from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import ConfigError
 from verl_lite.trainer.verl_compat import VERL_KEYS, translate_overrides, translated_argv
@@ -63,8 +64,8 @@ def test_quiet_verl_values_are_dropped_and_verl_lite_values_of_shared_keys_pass(
 
 def test_older_tis_cap_runs_as_token_level_importance_sampling(capsys):
     config = load_ppo_config(compose_config("ppo_trainer", [f"{ARR}.actor.tis_imp_ratio_cap=3.0"]))
-    assert config.actor_rollout_ref.actor.rollout_is == "token"
-    assert config.actor_rollout_ref.actor.rollout_is_threshold == 3.0
+    assert config.algorithm.rollout_correction.rollout_is == "token"
+    assert config.algorithm.rollout_correction.rollout_is_threshold == 3.0
     assert "tis_imp_ratio_cap=3.0: " in capsys.readouterr().err
 
 
@@ -182,3 +183,59 @@ def test_grpo_trains_with_verls_offload_and_log_prob_batch_keys(tmp_path, cluste
         assert h["actor/grad_norm"] > 0 and h["actor/kl_loss"] >= 0
     # step 1 starts from the reference weights (KL 0); after one update the actor has moved
     assert history[1]["actor/kl_loss"] > 0
+
+
+# What a verl example family's command line changes to run 2 steps on 2 CPU cores: the hf rollout on
+# one CPU process, FAST's batch sizes and lengths (tests/trainer/helpers.py) again after verl's, no
+# validation or checkpoint, jsonl logging.
+ON_CPU = [
+    *(o for o in FAST if not o.startswith("ray_kwargs.")),
+    f"{ARR}.rollout.name=hf",
+    "trainer.n_gpus_per_node=1",
+    "trainer.total_training_steps=2",
+    "trainer.save_freq=-1",
+    "data.val_files=null",
+    "reward_model.overlong_buffer.len=8",  # verl's 64 of 128 response tokens, scaled to FAST's 24
+]
+
+
+def dapo_trained_only_groups_with_mixed_answers(history: list[dict], dumps: dict[int, list[dict]]) -> None:
+    """Dynamic sampling: every group trained on has right and wrong answers (the others were evicted
+    and refilled); the dapo reward manager's overlong penalty is in the score."""
+    for step, rows in dumps.items():
+        accs = {}
+        for row in rows:
+            accs.setdefault(row["uid"], set()).add(row["acc"])
+        assert len(accs) == 4 and all(values == {0.0, 1.0} for values in accs.values()), step
+    # the penalty starts past max_response_length - overlong_buffer.len = 24 - 8 = 16 tokens
+    for h in history:
+        penalised = h["response_length/max"] > 16
+        assert (h["reward_extra/overlong_reward/mean"] < 0) == penalised
+        assert h["reward_extra/overlong_reward/mean"] <= 0
+
+
+def remax_trained_against_the_greedy_baseline(history: list[dict], dumps: dict[int, list[dict]]) -> None:
+    """ReMax: a greedy answer per prompt scored as the baseline; verl's KL-in-reward coefficient."""
+    for h in history:
+        assert 0 <= h["critic/remax_baseline/min"] <= h["critic/remax_baseline/max"] <= 1
+        assert h["actor/reward_kl_penalty_coeff"] == 0.001
+
+
+FAMILY_CHECKS = {
+    "dapo": dapo_trained_only_groups_with_mixed_answers,
+    "remax": remax_trained_against_the_greedy_baseline,
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_CHECKS))
+def test_verl_example_family_with_its_own_trainer_path_trains_two_steps(family, tmp_path, cluster):
+    # The families whose step differs from GRPO's: DAPO (dynamic sampling refills zero-variance groups,
+    # the dapo reward manager's overlong penalty, clip-higher) and ReMax (a greedy baseline generation
+    # per prompt, KL in the reward). REINFORCE++ and RLOO differ only in the estimator, which other
+    # main_ppo tests train (tests/test_everything_advertised_runs.py).
+    verl_lines = [o for o, e in [*COMMON, *FAMILIES[family]] if e != "refused"]
+    dumps = tmp_path / "dumps"
+    history = train(tmp_path, *verl_lines, *ON_CPU, f"trainer.rollout_data_dir={dumps}", *joining(cluster))
+    assert [h["step"] for h in history] == [1, 2]
+    assert all(h["actor/grad_norm"] > 0 for h in history)
+    FAMILY_CHECKS[family](history, dumped_generations(dumps))

@@ -5,22 +5,30 @@ tool and interaction yaml files are in verl's formats; the rows have verl's prep
 (``reward_model.ground_truth``, ``extra_info.tools_kwargs``, ``extra_info.interaction_kwargs``,
 ``agent_name``, here a loop declared in an ``agent_loop_config_path`` yaml). The policy is scripted (tests/trainer/scripted_tool_policy.py: one calculator call,
 then ``#### <its result>``, 42; sample 0 of every prompt first calls a tool that does not exist), so
-what is checked is everything around the model.
+what is checked is everything around the model, down to the stored token ids and masks: they are
+compared with the chat template's rendering of each conversation (tests/trainer/trajectory_recorder.py
+keeps what the actor trained on).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.trainer.helpers import joining, train
+from verl_lite.trajectory import parse_trajectory_key
 
 ARR = "actor_rollout_ref"
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE.parents[1] / "verl_lite"
 POLICY = HERE / "scripted_tool_policy.py"
+RECORDER = HERE / "trajectory_recorder.py"
+MODEL = PACKAGE / "assets" / "tiny_agent_model"
+RESPONSE_LENGTH = 320
 PLUGINS = "tests.trainer.verl_style_plugins"
 
 TOOLS_YAML = f"""\
@@ -87,13 +95,14 @@ def test_verl_tool_and_interaction_train_from_verls_yaml_and_rows(tmp_path, clus
         tmp_path,
         *joining(cluster),
         "trainer.total_training_steps=2",
-        f"trainer.extensions=[{POLICY}]",
-        f"{ARR}.model.path={PACKAGE / 'assets' / 'tiny_agent_model'}",
+        f"trainer.extensions=[{POLICY},{RECORDER}]",
+        "trainer.mode=sync_recording",  # sync, keeping each step's stored ids and masks (trajectory_recorder.py)
+        f"{ARR}.model.path={MODEL}",
         f"data.train_files={tmp_path / 'train.parquet'}",
         "data.val_files=null",
         "data.shuffle=false",
         "data.max_prompt_length=96",
-        "data.max_response_length=320",
+        f"data.max_response_length={RESPONSE_LENGTH}",
         f"{ARR}.rollout.name=scripted_calculator",
         # verl's multi-turn keys
         f"{ARR}.rollout.multi_turn.enable=true",
@@ -124,6 +133,79 @@ def test_verl_tool_and_interaction_train_from_verls_yaml_and_rows(tmp_path, clus
         # the served model's log-probs of the model tokens equal the actor's: observation tokens (tool
         # results and interaction turns, mask 0) are where the chat template puts them
         assert h["training/rollout_probs_diff_mean"] < 1e-4
+    for step in (1, 2):
+        stored = json.loads((tmp_path / "trajectories" / f"{step}.json").read_text())
+        assert_ids_and_masks_are_the_templates(stored, verl_rows(16))
+
+
+# The scripted policy's turns (scripted_tool_policy.py), the tool's results and the interaction's reply
+# (verl_style_plugins.py), as chat messages.
+CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+BAD_CALL = '<tool_call>{"name": "abacus", "arguments": {"expression": "1+1"}}</tool_call>'
+UNKNOWN_TOOL = "Error: unknown tool 'abacus'; available: calculator."  # the tool agent's error text
+TRY_AGAIN = "Your response is incorrect! You need to reflect on your answer and try again."
+
+
+def expected_conversation(question: str, answer: str, sample: int) -> list[dict]:
+    """The whole conversation of one trajectory: sample 0 calls the unknown tool, the others the
+    calculator (42); the model then answers ``#### <tool result>``; the interaction ends a right answer's
+    episode and asks again after a wrong one, until the third user turn (max_user_turns=3)."""
+    call, result = (BAD_CALL, UNKNOWN_TOOL) if sample == 0 else (CALL, "42")
+    messages = [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": call},
+        {"role": "tool", "content": result},
+        {"role": "assistant", "content": f"#### {result}"},
+    ]
+    if result != answer:
+        for _ in range(2):
+            messages += [
+                {"role": "user", "content": TRY_AGAIN},
+                {"role": "assistant", "content": f"#### {result}"},
+            ]
+    return messages
+
+
+def assert_ids_and_masks_are_the_templates(stored: dict[str, dict], rows: pd.DataFrame) -> None:
+    """Each stored trajectory is its conversation as the model's chat template renders it, and its
+    response_mask is 1 exactly on the assistant turns' tokens (what the model sampled after the template's
+    generation prompt, through its EOS) and 0 on the tool results, the interaction's turns and the
+    generation prompts between them.
+
+    An assistant message's tokens are told apart by rendering prefixes of the conversation: they run
+    from the end of the conversation before it (with the generation prompt) to the end of the
+    conversation through it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    tools = [entry["tool_schema"] for entry in yaml.safe_load(TOOLS_YAML)["tools"]]
+
+    def render(messages: list[dict], add_generation_prompt: bool) -> list[int]:
+        return list(
+            tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=add_generation_prompt, return_dict=False
+            )
+        )
+
+    row_of_prompt = {tuple(render(list(row.prompt), True)): row for row in rows.itertuples()}
+    assert len(stored) == 16  # 4 prompts x 4 samples
+    for key, traj in stored.items():
+        row = row_of_prompt[tuple(traj["prompts"])]  # KeyError: the prompt is not the template's
+        messages = expected_conversation(
+            row.prompt[0]["content"], row.reward_model["ground_truth"], sample=parse_trajectory_key(key)[1]
+        )
+        full = render(messages, add_generation_prompt=False)
+        end = len(traj["prompts"]) + RESPONSE_LENGTH  # sample 0's 7 turns pass it: the loop stops there
+        assert traj["prompts"] + traj["responses"] == full[:end], key
+        mask = [0] * len(full)
+        for j, message in enumerate(messages):
+            if message["role"] == "assistant":
+                before = render(messages[:j], add_generation_prompt=True)
+                through = render(messages[: j + 1], add_generation_prompt=False)
+                assert full[: len(before)] == before and full[: len(through)] == through
+                mask[len(before) : len(through)] = [1] * (len(through) - len(before))
+        assert traj["response_mask"] == mask[len(traj["prompts"]) : end], key
+        assert sum(traj["response_mask"]) < len(traj["response_mask"])  # observations are there, masked 0
 
 
 def test_agent_loop_yaml_names_reach_the_agent_name_check_before_ray(tmp_path):

@@ -66,7 +66,7 @@ def _geometric_level(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
 
 @dataclass(frozen=True)
 class RolloutCorrectionConfig:
-    """Which corrections run and their bands; verl's ``algorithm.rollout_correction`` keys, same names."""
+    """Which corrections run and their bands: the ``algorithm.rollout_correction`` yaml group (verl's keys)."""
 
     # Importance-weight level: None (off), "token" (TIS), "sequence" or "geometric".
     rollout_is: str | None = None
@@ -80,7 +80,7 @@ class RolloutCorrectionConfig:
     rollout_rs_threshold_lower: float | None = None
 
     def __post_init__(self) -> None:
-        problems = rollout_correction_problems(dataclasses.asdict(self))
+        problems = rollout_correction_problems(dataclasses.asdict(self), "algorithm.rollout_correction.")
         if problems:
             raise ValueError(" ".join(problems))
 

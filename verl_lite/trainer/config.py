@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_lite.algorithms.rollout_correction import RolloutCorrectionConfig
 from verl_lite.data.reasoning_gym import ReasoningGymConfig
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.reward.config import RewardConfig
@@ -100,6 +101,8 @@ class AlgorithmConfig:
     kl_penalty: str = "kl"
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+    # Off-policy correction against the rollout's log-probs (importance weights, rejection), verl's keys.
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
 
 @dataclass
@@ -232,17 +235,16 @@ class PPOConfig:
         With ``auto`` it is skipped when the update is one on-policy pass (one epoch, one mini-batch
         holding the whole step, no KL in the reward): the update's detached log-probs are then exactly
         the old ones, so the ratio is 1 and the gradient is unchanged. Off-policy correction
-        (``actor.rollout_is`` / ``rollout_rs``) always runs it: its weights and rejection mask are
+        (``algorithm.rollout_correction``) always runs it: its weights and rejection mask are
         computed there, before the update counts the tokens it normalises by.
         """
         actor = self.actor_rollout_ref.actor
         single_pass = actor.ppo_epochs == 1 and actor.ppo_mini_batch_size >= self.data.train_batch_size
-        corrected = actor.rollout_is is not None or actor.rollout_rs is not None
         return (
             actor.old_log_prob == "recompute"
             or not single_pass
             or self.algorithm.use_kl_in_reward
-            or corrected
+            or self.algorithm.rollout_correction.enabled
         )
 
     @property

@@ -204,7 +204,10 @@ def _policy_roles(config: PPOConfig, rollout_cls: Any) -> dict:
     arr = config.actor_rollout_ref
     roles = {
         "actor": RayClassWithInitArgs(
-            PolicyWorker, config=arr, role="actor_ref" if config.use_reference else "actor"
+            PolicyWorker,
+            config=arr,
+            role="actor_ref" if config.use_reference else "actor",
+            rollout_correction=config.algorithm.rollout_correction,
         )
     }
     if rollout_cls is not None:

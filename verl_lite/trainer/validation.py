@@ -337,14 +337,13 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
 
 
 def _policy_loss_problems(config: PPOConfig) -> list[str]:
-    """Every policy-loss and rollout-correction parameter in range (the rules the worker's configs apply)."""
+    """Every policy-loss parameter in range (the rules the worker's configs apply; algorithm.rollout_correction
+    checks itself as it is built)."""
     from verl_lite.algorithms.config import PolicyLossConfig, policy_loss_problems
-    from verl_lite.algorithms.rollout_correction import RolloutCorrectionConfig, rollout_correction_problems
 
     actor, prefix = config.actor_rollout_ref.actor, "actor_rollout_ref.actor."
     values = {f.name: getattr(actor, f.name) for f in dataclasses.fields(PolicyLossConfig)}
-    correction = {f.name: getattr(actor, f.name) for f in dataclasses.fields(RolloutCorrectionConfig)}
-    out = policy_loss_problems(values, prefix) + rollout_correction_problems(correction, prefix)
+    out = policy_loss_problems(values, prefix)
     scale = actor.loss_scale_factor
     if scale is not None and not (isinstance(scale, (int, float)) and scale > 0):
         out.append(f"{prefix}loss_scale_factor={scale!r} is invalid; use a number of tokens > 0, or null.")

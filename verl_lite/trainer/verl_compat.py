@@ -84,13 +84,6 @@ _CRITIC_UPDATE = (
 )
 _ENGINE = "is the training engine; verl_lite's is {key}=fsdp (FSDP2), set once for {who}."
 _NO_SP = "verl_lite has no sequence parallelism; use 1 (use_dynamic_bsz bounds the tokens per micro-batch)."
-_CORRECTION = {
-    "rollout_is",
-    "rollout_is_threshold",
-    "rollout_rs",
-    "rollout_rs_threshold",
-    "rollout_rs_threshold_lower",
-}
 
 VERL_KEYS: tuple[VerlKey, ...] = (
     # ---- data
@@ -203,9 +196,9 @@ VERL_KEYS: tuple[VerlKey, ...] = (
     ),
     VerlKey(
         f"{ARR}.actor.tis_imp_ratio_cap",
-        ours=(f"{ARR}.actor.rollout_is_threshold",),
+        ours=("algorithm.rollout_correction.rollout_is_threshold",),
         quiet=(None, -1),
-        sets=((f"{ARR}.actor.rollout_is", "token"),),
+        sets=(("algorithm.rollout_correction.rollout_is", "token"),),
         notice="verl's older truncated importance sampling; runs as algorithm.rollout_correction.rollout_is=token "
         "with this cap.",
     ),
@@ -366,7 +359,7 @@ VERL_KEYS: tuple[VerlKey, ...] = (
         refusal="verl_lite has no sandbox client; score code in reward.custom_reward_function.",
     ),
     # ---- algorithm
-    *_renamed({f"algorithm.rollout_correction.{k}": f"{ARR}.actor.{k}" for k in sorted(_CORRECTION)}),
+    # (rollout_is, rollout_is_threshold, rollout_rs, rollout_rs_threshold(_lower) are verl_lite's own keys)
     VerlKey(
         "algorithm.rollout_correction.rollout_token_veto_threshold",
         quiet=(None,),

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl_lite.algorithms.config import PolicyLossConfig
-from verl_lite.algorithms.rollout_correction import RolloutCorrectionConfig
 
 
 @dataclass
@@ -156,13 +155,6 @@ class ActorConfig(UpdateBatchingConfig):
     clip_cov_ub: float = PolicyLossConfig.clip_cov_ub
     kl_cov_ratio: float = PolicyLossConfig.kl_cov_ratio
     kl_cov_coef: float = PolicyLossConfig.kl_cov_coef
-    # Off-policy correction against rollout_log_probs, by RolloutCorrectionConfig's field names (verl's
-    # algorithm.rollout_correction keys): importance-weight level and cap, rejection level and band.
-    rollout_is: str | None = RolloutCorrectionConfig.rollout_is
-    rollout_is_threshold: float = RolloutCorrectionConfig.rollout_is_threshold
-    rollout_rs: str | None = RolloutCorrectionConfig.rollout_rs
-    rollout_rs_threshold: float | None = RolloutCorrectionConfig.rollout_rs_threshold
-    rollout_rs_threshold_lower: float | None = RolloutCorrectionConfig.rollout_rs_threshold_lower
     # Entropy bonus coefficient (0 disables it).
     entropy_coeff: float = 0.0
     # Add a KL(actor || ref) loss term (GRPO style) instead of a reward penalty.

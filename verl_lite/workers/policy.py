@@ -46,9 +46,11 @@ class PolicyWorker(Worker):
     computes, writes new fields back under the same keys and returns the meta (or metrics).
     """
 
-    def __init__(self, config: Any, role: str = "actor_ref"):
+    def __init__(self, config: Any, role: str = "actor_ref", rollout_correction: Any = None):
         super().__init__()
         self.config = from_config(ActorRolloutRefConfig, config)
+        # algorithm.rollout_correction: what compute_log_prob corrects for against the rollout's log-probs
+        self.correction = RolloutCorrectionConfig.from_any(rollout_correction)
         self.roles = set(role.split("_"))
         unknown = self.roles - set(ROLES)
         if unknown:
@@ -110,7 +112,7 @@ class PolicyWorker(Worker):
     def compute_log_prob(self, meta: KVBatchMeta) -> KVBatchMeta:
         """Write ``old_log_probs`` and per-token ``entropy`` of the current policy for ``meta``'s rows.
 
-        With off-policy correction configured (``actor.rollout_is`` / ``rollout_rs``) it also writes
+        With off-policy correction configured (``algorithm.rollout_correction``) it also writes
         ``rollout_is_weights`` and ``rollout_rs_mask`` against the stored ``rollout_log_probs``.
         """
         cfg = self.config.rollout
@@ -126,9 +128,8 @@ class PolicyWorker(Worker):
             if masked:  # tool/observation tokens were not sampled by the rollout
                 diff = diff[td["response_mask"].values().bool()]
             metrics = mean_of(PROBS_DIFF, diff)
-            correction = RolloutCorrectionConfig.from_any(self.config.actor)
-            if correction.enabled:
-                metrics.update(self._correct(fields, out, td, correction))
+            if self.correction.enabled:
+                metrics.update(self._correct(fields, out, td, self.correction))
         result = self._write(meta, fields)
         result.metrics = metrics
         return result
