@@ -148,3 +148,81 @@ def test_a_class_that_is_no_environment_or_has_no_text_action_is_refused(tmp_pat
         load_env(str(path), "Unusable")
     with pytest.raises(ValueError, match=r"openenv.env.name='no_such.Env' cannot be imported"):
         load_env(None, "no_such.Env")
+
+
+ARITHMETIC_CLIENT = """
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.types import State
+
+from verl_lite.configs.envs.arithmetic_env import AnswerAction, ProblemObservation
+
+
+class ArithmeticClient(EnvClient[AnswerAction, ProblemObservation, State]):
+    def _step_payload(self, action):
+        return action.model_dump()
+
+    def _parse_result(self, payload):
+        observation = ProblemObservation(**payload["observation"], done=payload["done"], reward=payload["reward"])
+        return StepResult(observation, payload["reward"], payload["done"])
+
+    def _parse_state(self, payload):
+        return State(**payload)
+"""
+
+
+@pytest.fixture
+def arithmetic_server():
+    """The shipped environment behind OpenEnv's own server (create_app), on a loopback port of this process."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from openenv.core.env_server.http_server import create_app
+
+    from verl_lite.configs.envs.arithmetic_env import AnswerAction, ArithmeticEnvironment, ProblemObservation
+
+    app = create_app(ArithmeticEnvironment, AnswerAction, ProblemObservation)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join()
+
+
+def test_an_env_client_plays_the_episode_on_the_environments_server(tok, tmp_path, arithmetic_server):
+    path = tmp_path / "arithmetic_client.py"
+    path.write_text(ARITHMETIC_CLIENT)
+    loop = make_loop(tok, str(path), "ArithmeticClient", base_url=arithmetic_server)
+    client = ScriptedClient(tok, ["#### 13", "#### 15"])
+    out = play(loop, client)
+    renderer = ChatRenderer(tok)
+    # the same episode as in-process: the server's questions, both answers right
+    assert out.prompt_ids == renderer.prompt_ids([*ROW["messages"], {"role": "user", "content": FIRST}])
+    observation = renderer.appended_ids([{"role": "user", "content": FOLLOW_UP}])
+    first, second = client.turns
+    assert out.response_mask == [1] * len(first) + [0] * len(observation) + [1] * len(second)
+    assert out.reward == 1.0 and out.metrics["env_steps"] == 2 and out.metrics["env_errors"] == 0
+
+
+def test_the_model_is_shown_an_observations_one_field_or_the_json_of_its_fields():
+    from openenv.core.env_server.types import Observation
+
+    from verl_lite.workers.agent_loop.openenv_agent import observation_text
+
+    class Board(Observation):
+        board: list[list[int]] = [[1, 0], [0, 2]]
+        note: str = "your move"
+
+    assert (
+        observation_text(Board(reward=1.0, done=True)) == '{"board": [[1, 0], [0, 2]], "note": "your move"}'
+    )
+    # a client's observation as a dict: done / reward / metadata are never shown
+    assert observation_text({"prompt": "Guess a word.", "done": False, "reward": None}) == "Guess a word."

@@ -136,11 +136,10 @@ def _text_field(action_cls: type, name: str | None) -> str:
 
 
 def observation_text(observation: Any) -> str:
-    """What the model is shown of an observation: its one field besides done/reward/metadata as text, or
-    the JSON of those fields when there are several."""
-    shown = {
-        key: value for key, value in observation.model_dump().items() if key not in _BASE_OBSERVATION_FIELDS
-    }
+    """What the model is shown of an observation (an Observation, or a client's dict of its fields): its one
+    field besides done/reward/metadata as text, or the JSON of those fields when there are several."""
+    fields = observation if isinstance(observation, dict) else observation.model_dump()
+    shown = {key: value for key, value in fields.items() if key not in _BASE_OBSERVATION_FIELDS}
     if len(shown) == 1:
         value = next(iter(shown.values()))
         return value if isinstance(value, str) else json.dumps(value, default=str)
@@ -150,9 +149,13 @@ def observation_text(observation: Any) -> str:
 class _Episode:
     """One environment instance, with ``reset`` / ``step`` as coroutines returning (obs, reward, done)."""
 
-    def __init__(self, spec: EnvSpec, kwargs: dict[str, Any]):
-        self.spec = spec
-        self.env = spec.cls(**kwargs)
+    def __init__(self, spec: EnvSpec, env: Any):
+        self.spec, self.env = spec, env
+
+    @classmethod
+    async def start(cls, spec: EnvSpec, kwargs: dict[str, Any]) -> _Episode:
+        """A new instance of the environment (built in a thread: constructors may load data)."""
+        return cls(spec, await asyncio.to_thread(spec.cls, **kwargs))
 
     async def reset(self, kwargs: dict[str, Any]) -> tuple[Any, float | None, bool]:
         return self._result(await self._call("reset", **kwargs))
@@ -218,7 +221,7 @@ class OpenEnvAgentLoop(AgentLoop):
         messages = [dict(m) for m in row.get("messages") or []]
         traj, finish_reason, episode = None, "stop", None
         try:
-            episode = _Episode(self.spec, self.env_kwargs)
+            episode = await _Episode.start(self.spec, self.env_kwargs)
             reset_kwargs = dict((row.get("extra_info") or {}).get("reset_kwargs") or {})
             observation, _, _ = await episode.reset(reset_kwargs)
             first = observation_text(observation)
