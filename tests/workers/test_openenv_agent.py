@@ -139,6 +139,16 @@ def test_an_environment_that_raises_is_a_counted_failure_with_reward_zero(tok, t
     assert out.response_ids == tok.encode("hello", add_special_tokens=False) + [tok.eos_token_id]
 
 
+class DeadServers:
+    async def generate(self, prompt_ids, sampling, max_tokens):
+        raise RuntimeError("every rollout server is gone")
+
+
+def test_a_rollout_fault_is_not_the_environments_and_still_raises(tok):
+    with pytest.raises(RuntimeError, match="every rollout server is gone"):
+        play(make_loop(tok), DeadServers())
+
+
 def test_a_class_that_is_no_environment_or_has_no_text_action_is_refused(tmp_path):
     path = tmp_path / "crashing.py"
     path.write_text(FAILING_ENV)

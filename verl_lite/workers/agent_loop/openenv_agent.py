@@ -146,8 +146,13 @@ def observation_text(observation: Any) -> str:
     return json.dumps(shown, default=str)
 
 
+class EnvironmentFault(Exception):
+    """The environment (its constructor, reset, step, or its action class) raised: the trajectory's failure."""
+
+
 class _Episode:
-    """One environment instance, with ``reset`` / ``step`` as coroutines returning (obs, reward, done)."""
+    """One environment instance, with ``reset`` / ``step`` as coroutines returning (obs, reward, done); any
+    exception of the environment's own code comes out as ``EnvironmentFault``."""
 
     def __init__(self, spec: EnvSpec, env: Any):
         self.spec, self.env = spec, env
@@ -155,14 +160,23 @@ class _Episode:
     @classmethod
     async def start(cls, spec: EnvSpec, kwargs: dict[str, Any]) -> _Episode:
         """A new instance of the environment (built in a thread: constructors may load data)."""
-        return cls(spec, await asyncio.to_thread(spec.cls, **kwargs))
+        try:
+            return cls(spec, await asyncio.to_thread(spec.cls, **kwargs))
+        except Exception as err:  # the environment's own code
+            raise EnvironmentFault(f"{spec.cls.__name__}(**env_kwargs): {_describe(err)}") from err
 
     async def reset(self, kwargs: dict[str, Any]) -> tuple[Any, float | None, bool]:
-        return self._result(await self._call("reset", **kwargs))
+        try:
+            return self._result(await self._call("reset", **kwargs))
+        except Exception as err:  # the environment's own code
+            raise EnvironmentFault(f"reset: {_describe(err)}") from err
 
     async def step(self, text: str) -> tuple[Any, float | None, bool]:
-        action = self.spec.action_cls(**{self.spec.action_field: text})
-        return self._result(await self._call("step", action))
+        try:
+            action = self.spec.action_cls(**{self.spec.action_field: text})
+            return self._result(await self._call("step", action))
+        except Exception as err:  # the environment's own code, or its action class refusing the text
+            raise EnvironmentFault(f"step: {_describe(err)}") from err
 
     async def close(self) -> None:
         await asyncio.to_thread(self.env.close)
@@ -228,13 +242,15 @@ class OpenEnvAgentLoop(AgentLoop):
             shown = messages + ([{"role": "user", "content": first}] if first else [])
             traj = _Trajectory(self.renderer.prompt_ids(shown))
             finish_reason = await self._turns(traj, episode, client, sampling, max_tokens)
-        except Exception as err:  # the environment's fault is its trajectory's failure, not the step's
+        except (
+            EnvironmentFault
+        ) as err:  # its trajectory's failure, not the step's (a rollout fault still raises)
             if traj is None:
                 traj = _Trajectory(
                     self.renderer.prompt_ids(messages) if messages else list(row["prompt_ids"])
                 )
             traj.counts["env_errors"] += 1
-            _report(f"{type(err).__name__}: {err}")
+            _report(str(err))
         finally:
             if episode is not None:
                 await _close(episode, traj)
@@ -306,11 +322,15 @@ async def _close(episode: _Episode, traj: _Trajectory | None) -> None:
     except Exception as err:  # the environment's own clean-up
         if traj is not None:
             traj.counts["env_errors"] += 1
-        _report(f"close: {type(err).__name__}: {err}")
+        _report(f"close: {_describe(err)}")
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 def _report(problem: str) -> None:
     print(f"verl_lite: openenv: {problem}", file=sys.stderr, flush=True)
 
 
-__all__ = ["EnvSpec", "OpenEnvAgentLoop", "load_env", "observation_text"]
+__all__ = ["EnvSpec", "EnvironmentFault", "OpenEnvAgentLoop", "load_env", "observation_text"]
