@@ -209,7 +209,7 @@ BAD_CONFIGS = [
     ),
     (
         ["actor_rollout_ref.rollout.agent.default_agent_loop=react"],
-        "actor_rollout_ref.rollout.agent.default_agent_loop='react' is not registered; known: openai_agent, single_turn, tool_agent",
+        "actor_rollout_ref.rollout.agent.default_agent_loop='react' is not registered; known: openai_agent, openenv, single_turn, tool_agent",
     ),
     (
         ["actor_rollout_ref.rollout.agent.openai.timeout_s=0"],

@@ -44,7 +44,7 @@ def test_a_row_naming_an_unregistered_agent_loop_is_rejected_naming_the_value(tm
     err = exits_2_before_ray(capsys, f"data.train_files={data}", "data.val_files=null")
     assert (
         f"data.train_files: 2 row(s) of {data!r} (rows 1, 3) have agent_name='tool_agnet', which is not a "
-        "registered agent loop; known: openai_agent, single_turn, tool_agent, single_turn (verl: single_turn_agent)"
+        "registered agent loop; known: openai_agent, openenv, single_turn, tool_agent, single_turn (verl: single_turn_agent)"
     ) in err
 
 
@@ -62,7 +62,8 @@ def test_data_agent_name_replaces_the_rows_agent_names_and_is_checked_itself(tmp
         capsys, f"data.train_files={data}", "data.val_files=null", "data.agent_name=tool_agnet"
     )
     assert (
-        "data.agent_name='tool_agnet' is not a registered agent loop; known: openai_agent, single_turn" in err
+        "data.agent_name='tool_agnet' is not a registered agent loop; known: openai_agent, openenv, single_turn"
+        in err
     )
     assert "row(s)" not in err
 

@@ -56,6 +56,9 @@ def resolve_local_paths(config: PPOConfig) -> PPOConfig:
     agent_function = config.actor_rollout_ref.rollout.agent.openai.function
     if agent_function.path:
         agent_function.path = os.path.abspath(os.path.expanduser(agent_function.path))
+    env = config.actor_rollout_ref.rollout.agent.openenv.env
+    if env.path:
+        env.path = os.path.abspath(os.path.expanduser(env.path))
     return config
 
 
@@ -76,6 +79,7 @@ def validate_config(config: PPOConfig) -> None:
         *_rollout_problems(config),
         *_multi_turn_problems(config),
         *_openai_agent_problems(config),
+        *_openenv_problems(config),
         *_model_problems(config),
         *_engine_problems(config),
         *length_problems(config),
@@ -507,6 +511,24 @@ def _openai_agent_problems(config: PPOConfig) -> list[str]:
                 str(err) if isinstance(err, ValueError) else f"{key}.function: {type(err).__name__}: {err}"
             )
     return out
+
+
+def _openenv_problems(config: PPOConfig) -> list[str]:
+    """The openenv loop's environment class loads and declares a usable action (when the loop is chosen or
+    a class is named)."""
+    from verl_lite.workers.agent_loop.openenv_agent import load_env
+
+    agent = config.actor_rollout_ref.rollout.agent
+    chosen = "openenv" in (agent.default_agent_loop, config.data.agent_name)
+    if not (chosen or agent.openenv.env.name or agent.openenv.env.path):
+        return []
+    try:
+        load_env(agent.openenv.env.path, agent.openenv.env.name)
+    except Exception as err:  # the user's file: any import error is reported, not raised
+        if isinstance(err, ValueError):
+            return [str(err)]
+        return [f"actor_rollout_ref.rollout.agent.openenv.env: {type(err).__name__}: {err}"]
+    return []
 
 
 def _model_problems(config: PPOConfig) -> list[str]:

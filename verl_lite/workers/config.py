@@ -7,6 +7,7 @@ them from yaml/DictConfig/dict with ``verl_lite.utils.config.from_config``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from verl_lite.algorithms.config import PolicyLossConfig
 
@@ -251,13 +252,34 @@ class OpenAIAgentConfig:
 
 
 @dataclass
+class EnvClassRef:
+    """An OpenEnv environment class named by file and name, or by a dotted path (``rollout.agent.openenv.env``)."""
+
+    # Python file defining the class (null = ``name`` is a dotted import path).
+    path: str | None = None
+    # The class: its name in that file, or a dotted path (my_env.server.MyEnvironment) when path is null.
+    name: str | None = None
+
+
+@dataclass
+class OpenEnvConfig:
+    """The ``openenv`` loop: one episode of an OpenEnv environment per trajectory (``rollout.agent.openenv``)."""
+
+    # An Environment subclass (run in the agent loop's process) or an EnvClient subclass (a server's client).
+    env: EnvClassRef = field(default_factory=EnvClassRef)
+    # Keyword arguments of its constructor, one instance per trajectory (a client's base_url, ...).
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class AgentConfig:
     """The agent-loop workers that drive the rollout servers (``rollout.agent``)."""
 
     # Agent-loop worker actors sharing each batch (each runs many loops at once); None = none in the hybrid
     # placement (each rollout server's process runs the loops of its share itself) and 1 in standalone.
     num_workers: int | None = None
-    # Registered agent loop of rows without an agent_name column (single_turn | tool_agent | openai_agent).
+    # Registered agent loop of rows without an agent_name column (single_turn | tool_agent | openai_agent |
+    # openenv).
     default_agent_loop: str = "single_turn"
     # Yaml list of agent loops in verl's format ([{name, _target_: AgentLoop class path}]), registered in
     # every process beside the @register_agent_loop decorator; None = none.
@@ -267,6 +289,8 @@ class AgentConfig:
     generate_timeout_s: float | None = 3600.0
     # The openai_agent loop's user agent and its time limit.
     openai: OpenAIAgentConfig = field(default_factory=OpenAIAgentConfig)
+    # The openenv loop's environment.
+    openenv: OpenEnvConfig = field(default_factory=OpenEnvConfig)
 
 
 @dataclass

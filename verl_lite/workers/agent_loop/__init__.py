@@ -1,4 +1,5 @@
-"""Agent loops: one trajectory per prompt row, talking to a rollout server (``single_turn``, ``tool_agent``, ``openai_agent``)."""
+"""Agent loops: one trajectory per prompt row, talking to a rollout server (``single_turn``, ``tool_agent``,
+``openai_agent``, ``openenv``)."""
 
 from verl_lite.workers.agent_loop.base import (
     AGENT_LOOPS,
@@ -10,6 +11,7 @@ from verl_lite.workers.agent_loop.base import (
     register_agent_loop,
 )
 from verl_lite.workers.agent_loop.openai_agent import OpenAIAgentLoop
+from verl_lite.workers.agent_loop.openenv_agent import OpenEnvAgentLoop
 from verl_lite.workers.agent_loop.single_turn import SingleTurnAgentLoop
 from verl_lite.workers.agent_loop.tool_agent import ToolAgentLoop, truncate_tool_response
 
@@ -19,6 +21,7 @@ __all__ = [
     "AgentLoopContext",
     "AgentLoopOutput",
     "OpenAIAgentLoop",
+    "OpenEnvAgentLoop",
     "ServerClient",
     "SingleTurnAgentLoop",
     "ToolAgentLoop",
