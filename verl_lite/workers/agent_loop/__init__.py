@@ -7,6 +7,7 @@ from verl_lite.workers.agent_loop.base import (
     AgentLoopContext,
     AgentLoopOutput,
     ServerClient,
+    TurnRecord,
     get_agent_loop,
     register_agent_loop,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "ServerClient",
     "SingleTurnAgentLoop",
     "ToolAgentLoop",
+    "TurnRecord",
     "get_agent_loop",
     "register_agent_loop",
     "truncate_tool_response",

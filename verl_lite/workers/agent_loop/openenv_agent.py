@@ -29,8 +29,7 @@ import importlib
 import json
 import sys
 import typing
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from verl_lite.utils.extensions import function_from_file
@@ -39,6 +38,7 @@ from verl_lite.workers.agent_loop.base import (
     AgentLoopContext,
     AgentLoopOutput,
     ServerClient,
+    TurnRecord,
     register_agent_loop,
 )
 from verl_lite.workers.config import SamplingConfig
@@ -197,23 +197,10 @@ class _Episode:
 
 
 @dataclass
-class _Trajectory:
+class _Trajectory(TurnRecord):
     """The growing state of one episode."""
 
-    prompt_ids: list[int]
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    assistant_turns: int = 0
-    user_turns: int = 0
-    versions: list[int] = field(default_factory=list)
     episode_return: float = 0.0
-    counts: Counter = field(default_factory=Counter)
-
-    def add(self, ids: list[int], log_probs: list[float] | None, mask: int) -> None:
-        self.response_ids += ids
-        self.response_mask += [mask] * len(ids)
-        self.log_probs += list(log_probs) if log_probs is not None else [0.0] * len(ids)
 
 
 @register_agent_loop("openenv")
@@ -257,19 +244,7 @@ class OpenEnvAgentLoop(AgentLoop):
         if not traj.response_ids:  # nothing generated: one masked EOS keeps the trajectory well-formed
             traj.add([self.tokenizer.eos_token_id], None, mask=0)
         failed = traj.counts["env_errors"] > 0
-        versions = traj.versions or [-1]
-        return AgentLoopOutput(
-            prompt_ids=traj.prompt_ids,
-            response_ids=traj.response_ids,
-            response_mask=traj.response_mask,
-            response_log_probs=traj.log_probs,
-            num_turns=traj.assistant_turns + traj.user_turns,
-            min_weight_version=min(versions),
-            max_weight_version=max(versions),
-            finish_reason=finish_reason,
-            metrics=self._metrics(traj),
-            reward=0.0 if failed else traj.episode_return,
-        )
+        return traj.output(finish_reason, self._metrics(traj), reward=0.0 if failed else traj.episode_return)
 
     async def _turns(
         self,
@@ -284,9 +259,7 @@ class OpenEnvAgentLoop(AgentLoop):
         while len(traj.response_ids) < budget:
             room = budget - len(traj.response_ids)
             out = await client.generate(traj.prompt_ids + traj.response_ids, sampling, room)
-            traj.add(list(out.token_ids[:room]), out.log_probs[:room], mask=1)
-            traj.assistant_turns += 1
-            traj.versions += [out.min_weight_version, out.weight_version]
+            traj.assistant_turn(out, room)
             if out.finish_reason != "stop":
                 return out.finish_reason
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +34,7 @@ from verl_lite.workers.agent_loop.base import (
     AgentLoopContext,
     AgentLoopOutput,
     ServerClient,
+    TurnRecord,
     register_agent_loop,
 )
 from verl_lite.workers.config import SamplingConfig
@@ -63,19 +63,11 @@ def truncate_tool_response(text: str, limit: int, side: str) -> str:
 
 
 @dataclass
-class _Trajectory:
+class _Trajectory(TurnRecord):
     """The growing state of one run."""
 
-    prompt_ids: list[int]
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    assistant_turns: int = 0
-    user_turns: int = 0
-    versions: list[int] = field(default_factory=list)
     # Tool name -> instance id of the tools this trajectory created.
     instances: dict[str, str] = field(default_factory=dict)
-    counts: Counter = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
     tool_metrics: dict[str, list[float]] = field(default_factory=dict)
     # The conversation as chat messages (what an interaction reads).
@@ -85,11 +77,6 @@ class _Trajectory:
     episode: str = ""
     interaction_kwargs: dict[str, Any] = field(default_factory=dict)
     turn_scores: list[float] = field(default_factory=list)
-
-    def add(self, ids: list[int], log_probs: list[float] | None, mask: int) -> None:
-        self.response_ids += ids
-        self.response_mask += [mask] * len(ids)
-        self.log_probs += list(log_probs) if log_probs is not None else [0.0] * len(ids)
 
 
 @register_agent_loop("tool_agent")
@@ -114,19 +101,8 @@ class ToolAgentLoop(AgentLoop):
             tool_rewards = await self._release(traj)
             if traj.interaction is not None and traj.episode:
                 await traj.interaction.finalize_interaction(traj.episode)
-        versions = traj.versions or [-1]
-        return AgentLoopOutput(
-            prompt_ids=traj.prompt_ids,
-            response_ids=traj.response_ids,
-            response_mask=traj.response_mask,
-            response_log_probs=traj.log_probs,
-            num_turns=traj.assistant_turns + traj.user_turns,
-            min_weight_version=min(versions),
-            max_weight_version=max(versions),
-            finish_reason=finish_reason,
-            metrics=self._metrics(traj),
-            tool_rewards=tool_rewards,
-            turn_scores=traj.turn_scores,
+        return traj.output(
+            finish_reason, self._metrics(traj), tool_rewards=tool_rewards, turn_scores=traj.turn_scores
         )
 
     async def _turns(
@@ -142,9 +118,7 @@ class ToolAgentLoop(AgentLoop):
         while len(traj.response_ids) < budget:
             room = budget - len(traj.response_ids)
             out: TokenOutput = await client.generate(traj.prompt_ids + traj.response_ids, sampling, room)
-            traj.add(list(out.token_ids[:room]), out.log_probs[:room], mask=1)
-            traj.assistant_turns += 1
-            traj.versions += [out.min_weight_version, out.weight_version]
+            traj.assistant_turn(out, room)
             traj.messages.append(
                 {
                     "role": "assistant",
