@@ -299,7 +299,7 @@ class MAGRPOTrainer:
         return writer.publish()
 
     def load_checkpoint(self, path: str) -> None:
-        """Continue from checkpoint ``path`` (written by :meth:`save_checkpoint` of the same trainer class
+        """Continue from checkpoint ``path`` (written by :meth:`save_checkpoint` with the same config class
         and agent count): weights, optimizers, progress, logs and RNG, as right after it was written."""
         state = load_trainer_state(path)
         kind = (type(self.args).__name__, self.args.num_agents)

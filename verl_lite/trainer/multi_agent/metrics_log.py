@@ -96,8 +96,10 @@ class MetricsLogger:
         """Restore :meth:`state_dict`; lines a crashed run wrote after it are cut from ``metrics.jsonl``
         (the resumed run writes them again). W&B starts a new run: its lines cannot be taken back."""
         self._last_logged = state["last_logged"]
-        if self._jsonl is not None and state["jsonl_bytes"] is not None:
-            self._jsonl.truncate(state["jsonl_bytes"])
+        size = state["jsonl_bytes"]
+        # a file shorter than the checkpoint's (another output_dir) is kept: truncate would pad it with zeros
+        if self._jsonl is not None and size is not None and os.path.getsize(self._jsonl.name) > size:
+            self._jsonl.truncate(size)
 
     def finish(self) -> None:
         """Close the local file and the W&B run."""
