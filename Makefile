@@ -42,15 +42,17 @@ test: install
 	VERL_LITE_WITH_VLLM=$(WITH_VLLM) $(PY) -m pytest -q tests
 
 # Every bench script writes its table to outputs/bench/<script>.md, then bench/refresh_docs.py puts each
-# table into docs/benchmarks.md between its marker comments. TRL (for bench/e2e_vs_trl.py) lives in its
-# own virtual environment, TRL_VENV, created here when missing.
+# table into docs/benchmarks.md between its marker comments. TRL (for bench/e2e_vs_trl.py) and CoMLRL (for
+# bench/multi_agent_vs_comlrl.py) live in their own virtual environments, created here when missing.
 TRL_VENV ?= .venv-trl
+COMLRL_VENV ?= .venv-comlrl
 BENCH_SCRIPTS = $(filter-out bench/refresh_docs.py,$(wildcard bench/*.py))
 bench: install
 	bash scripts/setup_trl_venv.sh $(TRL_VENV)
+	bash scripts/setup_comlrl_venv.sh $(COMLRL_VENV)
 	@rm -rf outputs/bench && mkdir -p outputs/bench
 	@for script in $(BENCH_SCRIPTS); do echo "== $$script"; \
-		TRL_VENV=$(TRL_VENV) $(PY) $$script --markdown outputs/bench/$$(basename $$script .py).md || exit 1; done
+		TRL_VENV=$(TRL_VENV) COMLRL_VENV=$(COMLRL_VENV) $(PY) $$script --markdown outputs/bench/$$(basename $$script .py).md || exit 1; done
 	@echo "== bench/e2e_vs_trl.py --model 30m"
 	TRL_VENV=$(TRL_VENV) $(PY) bench/e2e_vs_trl.py --model 30m --threads 2 --markdown outputs/bench/e2e_vs_trl_30m.md
 	$(PY) bench/refresh_docs.py docs/benchmarks.md outputs/bench

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import time
 import zipfile
 from typing import Any
 
+import numpy as np
 import torch
 
 COMPLETE_MARKER = "COMPLETE"
@@ -208,6 +210,18 @@ class CheckpointWriter:
 def load_trainer_state(path: str) -> dict[str, Any]:
     """The controller state stored in checkpoint folder ``path``."""
     return torch.load(os.path.join(path, TRAINER_STATE), weights_only=False)
+
+
+def controller_rng_state() -> dict[str, Any]:
+    """The controller's Python, NumPy and torch RNG states (user reward functions may draw from them)."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def restore_controller_rng(state: dict[str, Any]) -> None:
+    """Restore :func:`controller_rng_state`."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
 
 
 def prune_checkpoints(root: str, max_to_keep: int | None) -> list[str]:

@@ -43,6 +43,10 @@ def settings(cls, tmp_path):
     )
 
 
+def _kinds(path) -> list[str]:
+    return [json.loads(line)["kind"] for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One IAC and one MAAC run (2 tasks x 4 joint samples, two models) and a manual evaluate() each."""
@@ -62,15 +66,21 @@ def runs(tmp_path_factory):
             args=settings(config_cls, path),
             metrics_callback=metrics_callback,
         ) as trainer:
-            history = trainer.train()
+            history = trainer.train(checkpoint_dir=str(path / "ckpts"))
             evaluation = trainer.evaluate()
             critics = {id(a.groups.critic) for a in trainer._loop.agents}
+            logged = _kinds(path)
+            # the epoch's checkpoint loads back into these workers (critics too) and restores the progress
+            trainer.load_checkpoint(str(path / "ckpts" / "global_step_2"))
+            restored = (list(trainer.history), list(trainer.eval_history), trainer.env_step)
         out[name] = {
             "history": history,
             "eval": evaluation,
             "trainer": trainer,
             "path": path,
             "critics": critics,
+            "restored": restored,
+            "logged": logged,
         }
     return out
 
@@ -100,6 +110,19 @@ def test_maac_trains_one_centralised_critic_on_every_agents_answers(runs):
 
 
 @pytest.mark.parametrize("name", ["iac", "maac"])
+def test_a_checkpoint_holds_every_critic_and_restores_the_progress_before_evaluate(runs, name):
+    run = runs[name]
+    step = run["path"] / "ckpts" / "global_step_2"
+    parts = sorted(str(p.relative_to(step)) for p in step.glob("policy_*/*") if p.is_dir())
+    # IAC: a critic per policy; MAAC: the one centralised critic, in the first policy's processes
+    critics = ["policy_0/critic", "policy_1/critic"] if name == "iac" else ["policy_0/critic"]
+    assert parts == sorted(["policy_0/actor", "policy_1/actor", *critics])
+    # the manual evaluate() came after the checkpoint: loading it drops that evaluation again
+    assert run["restored"] == (run["history"], [], 8)
+    assert run["logged"][-1] == "eval" and _kinds(run["path"]) == run["logged"][:-1]
+
+
+@pytest.mark.parametrize("name", ["iac", "maac"])
 def test_metrics_callback_runs_in_training_and_evaluation(runs, name):
     run = runs[name]
     trainer = run["trainer"]
@@ -115,7 +138,7 @@ def test_metrics_callback_runs_in_training_and_evaluation(runs, name):
     }
     [saved] = list((run["path"] / "eval").glob("env_step_8.json"))
     assert len(json.loads(saved.read_text())["batch_items"]) == 1
-    kinds = [json.loads(line)["kind"] for line in (run["path"] / "metrics.jsonl").read_text().splitlines()]
+    kinds = run["logged"]  # before the checkpoint was loaded back
     # eval_interval=0: no evaluation during training, only the manual evaluate() at the end
     assert kinds.count("rollout") == 2 and kinds.count("train") == 2 and kinds.count("eval") == 1
     assert kinds[-1] == "eval"

@@ -12,7 +12,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from verl_lite.trainer.checkpoint import (
+    CheckpointWriter,
+    controller_rng_state,
+    load_trainer_state,
+    prune_checkpoints,
+    restore_controller_rng,
+)
 from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
+from verl_lite.trainer.multi_agent.checkpointing import (
+    checkpoint_to_resume,
+    load_policies,
+    save_policies,
+    unique_groups,
+)
 from verl_lite.trainer.multi_agent.config import (
     ActorCriticConfig,
     IACConfig,
@@ -192,6 +205,9 @@ class MAGRPOTrainer:
         self.eval_dataset = eval_dataset
         self.wandb_config = wandb_config
         self.env_step = 0
+        # training tasks and whole epochs finished (restored by load_checkpoint)
+        self.tasks_done = 0
+        self.epochs_done = 0
         self.history: list[dict[str, float]] = []
         self.eval_history: list[dict[str, float]] = []
         # metrics_callback's training values, one entry per task
@@ -209,24 +225,102 @@ class MAGRPOTrainer:
         return "joint_return"
 
     # ---- public API -----------------------------------------------------------------------------
-    def train(self) -> list[dict[str, float]]:
-        """Every epoch over the training tasks in order, evaluating on schedule; returns the logged metrics."""
-        loop, logger = self._start()
-        tasks_done = 0
-        for epoch in range(self.args.num_train_epochs):
-            for index, item in enumerate(_rows(self.train_dataset)):
-                if self.eval_dataset is not None and eval_due(tasks_done, index, self.args.eval_interval):
-                    self.evaluate()
-                metrics = loop.train_task(item, tasks_done + 1)
-                self.env_step += self.args.num_generations * self.args.num_turns
-                tasks_done += 1
-                metrics.update(epoch=float(epoch), task=float(tasks_done))
-                if logger.log_train(metrics, self.env_step):
-                    self.history.append({"env_step": self.env_step, **metrics})
-                logger.log_rollout(loop.callback_metrics, self.env_step)
-                if loop.callback_metrics:
-                    self.rollout_history.append({"env_step": self.env_step, **loop.callback_metrics})
+    def train(
+        self,
+        resume_from_checkpoint: str | bool | None = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_interval: int = 1,
+        checkpoint_total_limit: int | None = None,
+    ) -> list[dict[str, float]]:
+        """Every epoch over the training tasks in order, evaluating on schedule; returns the logged metrics.
+
+        Args:
+            resume_from_checkpoint: a checkpoint folder to continue from (True: the newest complete one
+                under ``checkpoint_dir``); ``num_train_epochs`` counts the epochs done before it too.
+            checkpoint_dir: where a checkpoint is written after every ``checkpoint_interval`` epochs
+                (``global_step_<tasks done>/``, verl_lite's layout); None writes none.
+            checkpoint_total_limit: how many of them to keep (None: all).
+        """
+        resume = checkpoint_to_resume(
+            resume_from_checkpoint, checkpoint_dir, checkpoint_interval, checkpoint_total_limit
+        )
+        if resume is not None:
+            self.load_checkpoint(resume)
+        else:  # CoMLRL: train() without a checkpoint runs all num_train_epochs again
+            self.epochs_done = 0
+            self._start()
+        rows = _rows(self.train_dataset)
+        for epoch in range(self.epochs_done, self.args.num_train_epochs):
+            for index, item in enumerate(rows):
+                self.train_step(epoch, index, item)
+            self.epochs_done = epoch + 1
+            if checkpoint_dir is not None and self.epochs_done % checkpoint_interval == 0:
+                self.save_checkpoint(checkpoint_dir)
+                prune_checkpoints(checkpoint_dir, checkpoint_total_limit)
         return self.history
+
+    def train_step(self, epoch: int, index: int, item: dict[str, Any]) -> dict[str, float]:
+        """One training task (item ``index`` of ``epoch``): evaluate on schedule, train, log; its metrics."""
+        loop, logger = self._start()
+        if self.eval_dataset is not None and eval_due(self.tasks_done, index, self.args.eval_interval):
+            self.evaluate()
+        metrics = loop.train_task(item, self.tasks_done + 1)
+        self.env_step += self.args.num_generations * self.args.num_turns
+        self.tasks_done += 1
+        metrics.update(epoch=float(epoch), task=float(self.tasks_done))
+        if logger.log_train(metrics, self.env_step):
+            self.history.append({"env_step": self.env_step, **metrics})
+        logger.log_rollout(loop.callback_metrics, self.env_step)
+        if loop.callback_metrics:
+            self.rollout_history.append({"env_step": self.env_step, **loop.callback_metrics})
+        return metrics
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self, checkpoint_dir: str) -> str:
+        """Every policy's shards and the run's progress as ``global_step_<tasks done>``; returns its path."""
+        loop, logger = self._start()
+        writer = CheckpointWriter(checkpoint_dir, self.tasks_done)
+        save_policies(writer, self._policy_groups())
+        writer.save_trainer_state(
+            {
+                "args": type(self.args).__name__,
+                "num_agents": self.args.num_agents,
+                "global_step": self.tasks_done,
+                "epochs_done": self.epochs_done,
+                "env_step": self.env_step,
+                "history": self.history,
+                "eval_history": self.eval_history,
+                "rollout_history": self.rollout_history,
+                "loop": loop.state_dict(),
+                "logger": logger.state_dict(),
+                "rng": controller_rng_state(),
+            }
+        )
+        return writer.publish()
+
+    def load_checkpoint(self, path: str) -> None:
+        """Continue from checkpoint ``path`` (written by :meth:`save_checkpoint` with the same config class
+        and agent count): weights, optimizers, progress, logs and RNG, as right after it was written."""
+        state = load_trainer_state(path)
+        kind = (type(self.args).__name__, self.args.num_agents)
+        if (state["args"], state["num_agents"]) != kind:
+            raise ValueError(
+                f"resume_from_checkpoint={path!r} holds a run with a {state['args']} of "
+                f"{state['num_agents']} agents; this one has a {kind[0]} of {kind[1]}: resume it with those."
+            )
+        loop, logger = self._start()
+        loop.load_state_dict(state["loop"])
+        load_policies(path, self._policy_groups(), loop.version)
+        self.tasks_done, self.epochs_done = int(state["global_step"]), int(state["epochs_done"])
+        self.env_step = int(state["env_step"])
+        self.history = list(state["history"])
+        self.eval_history = list(state["eval_history"])
+        self.rollout_history = list(state["rollout_history"])
+        logger.load_state_dict(state["logger"])
+        restore_controller_rng(state["rng"])
+
+    def _policy_groups(self) -> list[Any]:
+        return unique_groups([agent.groups for agent in self._loop.agents])
 
     def evaluate(self, num_eval_samples: int | None = None) -> dict[str, float]:
         """One answer per agent per turn on the first ``num_eval_samples`` eval tasks (default

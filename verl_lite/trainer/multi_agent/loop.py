@@ -87,6 +87,16 @@ class MultiAgentLoop:
         self._submitted = 0
         self.callback_metrics: dict[str, float] = {}
 
+    def state_dict(self) -> dict[str, int]:
+        """What a resumed run needs to repeat the next task exactly: the weight version and the count of
+        prompts submitted (request ids, and so the rollout's sampling seeds, follow from it)."""
+        return {"version": self.version, "submitted": self._submitted}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.version = int(state["version"])
+        self._submitted = int(state["submitted"])
+
     # ---- one training task ----------------------------------------------------------------------
     def train_task(self, item: dict[str, Any], step: int) -> dict[str, float]:
         """All turns of one task, then one update per policy; returns the step's metrics (``turn_k/...``)."""

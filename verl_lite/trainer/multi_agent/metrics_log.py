@@ -85,6 +85,22 @@ class MetricsLogger:
             )
             print(f"[{kind} env_step {env_step}] {shown}", flush=True)
 
+    def state_dict(self) -> dict[str, Any]:
+        """Where logging stands: the last training log's env step and the local file's length."""
+        return {
+            "last_logged": self._last_logged,
+            "jsonl_bytes": self._jsonl.tell() if self._jsonl is not None else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; lines a crashed run wrote after it are cut from ``metrics.jsonl``
+        (the resumed run writes them again). W&B starts a new run: its lines cannot be taken back."""
+        self._last_logged = state["last_logged"]
+        size = state["jsonl_bytes"]
+        # a file shorter than the checkpoint's (another output_dir) is kept: truncate would pad it with zeros
+        if self._jsonl is not None and size is not None and os.path.getsize(self._jsonl.name) > size:
+            self._jsonl.truncate(size)
+
     def finish(self) -> None:
         """Close the local file and the W&B run."""
         if self._jsonl is not None:

@@ -83,8 +83,52 @@ class MAGRPOModeTrainer(PPOTrainer):
         return out
 
     def fit(self) -> list[dict[str, float]]:
-        cfg, ma = self.config, self.config.multi_agent
+        """MAGRPO task by task (one task per step), evaluating and checkpointing on schedule; a checkpoint
+        (``trainer.resume_mode``) is resumed first."""
+        cfg = self.config
         self.args = args = magrpo_args(cfg)
+        self.ma_loop = self._multi_agent_loop(args)
+        self.ma_logger = MetricsLogger(args, None, tracker=self.tracker)
+        self.env_step = 0
+        dataset = self.train_batches.dataset
+        self.task_rows = [dataset[i]["row"] for i in range(len(dataset))]
+        val_rows = (
+            [self.val_dataset[i]["row"] for i in range(len(self.val_dataset))] if self.val_dataset else []
+        )
+        self.val_rows = val_rows[: args.eval_num_samples] if args.eval_num_samples else val_rows
+        # trainer.total_training_steps caps the run in training tasks (one task per step)
+        every_epoch = args.num_train_epochs * len(self.task_rows)
+        self.total_steps = min(cfg.trainer.total_training_steps or every_epoch, every_epoch)
+        if self.resume() is None:
+            self._evaluate_if_due(0)  # before the first task
+        for step in range(self.global_step + 1, self.total_steps + 1):
+            self.on_step_end(step, self.train_step(step))
+        self.on_train_end()
+        return self.history
+
+    def train_step(self, step: int) -> dict[str, float]:
+        """Training task number ``step`` (the task rows in order, epoch after epoch); its metrics."""
+        epoch, index = divmod(step - 1, len(self.task_rows))
+        metrics = self.ma_loop.train_task(self.task_rows[index], step)
+        self.global_step = step
+        self.env_step += self.args.num_generations * self.args.num_turns
+        metrics.update(epoch=float(epoch), task=float(step))
+        return metrics
+
+    def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
+        """Log (gated by ``logging_steps``), evaluate when due before the next task, checkpoint on schedule
+        (``trainer.save_freq`` tasks, and after the last)."""
+        if self.ma_logger.log_train(metrics, self.env_step):
+            self.history.append({"step": self.env_step, **metrics})
+        if step < self.total_steps:  # the next task's evaluation belongs to this step's checkpoint
+            self._evaluate_if_due(step % len(self.task_rows))
+        save_freq = self.config.trainer.save_freq
+        if save_freq > 0 and (step % save_freq == 0 or step == self.total_steps):
+            self.save_checkpoint(step)
+
+    def _multi_agent_loop(self, args: MAGRPOConfig) -> MultiAgentLoop:
+        """The loop over the run's one policy, every agent with its formatter, and the task's functions."""
+        cfg, ma = self.config, self.config.multi_agent
         formatters = [load_function(f, f"multi_agent.formatters[{i}]") for i, f in enumerate(ma.formatters)]
         transition = ma.external_transition
         functions = TaskFunctions(
@@ -101,29 +145,30 @@ class MAGRPOModeTrainer(PPOTrainer):
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
         agents = [Agent(self.groups, tokenizer, cfg, formatters[i]) for i in range(args.num_agents)]
-        loop = MultiAgentLoop(args, agents, self.kv, functions)
-        logger = MetricsLogger(args, None, tracker=self.tracker)
-        train_rows = [self.train_batches.dataset[i]["row"] for i in range(len(self.train_batches.dataset))]
-        val_rows = (
-            [self.val_dataset[i]["row"] for i in range(len(self.val_dataset))] if self.val_dataset else []
-        )
-        val_rows = val_rows[: args.eval_num_samples] if args.eval_num_samples else val_rows
-        # trainer.total_training_steps caps the run in training tasks (one task per step)
-        limit = cfg.trainer.total_training_steps or args.num_train_epochs * len(train_rows)
-        env_step = tasks_done = 0
-        for epoch in range(args.num_train_epochs):
-            for index, item in enumerate(train_rows):
-                if tasks_done >= limit:
-                    break
-                if val_rows and eval_due(tasks_done, index, args.eval_interval):
-                    metrics, records = loop.evaluate(val_rows, env_step)
-                    logger.log_eval(metrics, env_step, records)
-                    self.history.append({"step": env_step, **metrics})
-                metrics = loop.train_task(item, tasks_done + 1)
-                env_step += args.num_generations * args.num_turns
-                tasks_done += 1
-                metrics.update(epoch=float(epoch), task=float(tasks_done))
-                if logger.log_train(metrics, env_step):
-                    self.history.append({"step": env_step, **metrics})
-        self.on_train_end()
-        return self.history
+        return MultiAgentLoop(args, agents, self.kv, functions)
+
+    def _evaluate_if_due(self, next_index: int) -> None:
+        """Evaluate when the schedule says so before the task at epoch position ``next_index``."""
+        if self.val_rows and eval_due(self.global_step, next_index, self.args.eval_interval):
+            metrics, records = self.ma_loop.evaluate(self.val_rows, self.env_step)
+            self.ma_logger.log_eval(metrics, self.env_step, records)
+            self.history.append({"step": self.env_step, **metrics})
+
+    # ---- checkpoints: PPO's save and resume, with the multi-agent progress added ------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "env_step": self.env_step,
+            "loop": self.ma_loop.state_dict(),
+            "logger": self.ma_logger.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.env_step = int(state["env_step"])
+        self.ma_loop.load_state_dict(state["loop"])
+        self.ma_logger.load_state_dict(state["logger"])
+
+    def logged_step(self) -> int:
+        """The loggers file this mode's lines under the env step."""
+        return self.env_step

@@ -8,23 +8,21 @@ is ``KVBatchMeta`` and scalars.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-import torch
-
 from verl_lite.algorithms import build_kl_controller, get_adv_estimator_needs
 from verl_lite.kv import KVBatchMeta
 from verl_lite.trainer.checkpoint import (
     CheckpointWriter,
+    controller_rng_state,
     load_trainer_state,
     prune_checkpoints,
     resolve_resume_path,
+    restore_controller_rng,
 )
 from verl_lite.trainer.config import PPOConfig
 from verl_lite.trainer.generation_dump import generation_rows, write_generations
@@ -363,11 +361,7 @@ class PPOTrainer:
             "replay_buffer": self.buffer.state_dict(),
             "submitted": self._submitted,
             "history": self.history,
-            "rng": {
-                "python": random.getstate(),
-                "numpy": np.random.get_state(),
-                "torch": torch.get_rng_state(),
-            },
+            "rng": controller_rng_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -378,9 +372,7 @@ class PPOTrainer:
         self.buffer.load_state_dict(state["replay_buffer"])
         self._submitted = int(state["submitted"])
         self.history = list(state["history"])
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
-        torch.set_rng_state(state["rng"]["torch"])
+        restore_controller_rng(state["rng"])
 
     def save_checkpoint(self, step: int) -> str:
         """Workers write their shards, the controller its state; published atomically, old ones pruned."""
@@ -416,9 +408,13 @@ class PPOTrainer:
         self.load_state_dict(state)
         # The rollout serves the restored weights, exactly as after the step that was saved.
         self.sync_weights(self.global_step)
-        self.tracker.rewind(self.global_step)
+        self.tracker.rewind(self.logged_step())
         print(f"resumed from {path}: continuing after step {self.global_step}", flush=True)
         return path
+
+    def logged_step(self) -> int:
+        """The step the loggers filed the last finished step under (a resume drops what came later)."""
+        return self.global_step
 
     # ---- helpers --------------------------------------------------------------------------------
     @contextmanager
