@@ -48,8 +48,8 @@ TRL_VENV ?= .venv-trl
 COMLRL_VENV ?= .venv-comlrl
 BENCH_SCRIPTS = $(filter-out bench/refresh_docs.py,$(wildcard bench/*.py))
 bench: install
-	bash scripts/setup_trl_venv.sh $(TRL_VENV)
-	bash scripts/setup_comlrl_venv.sh $(COMLRL_VENV)
+	bash scripts/setup_peer_venv.sh trl $(TRL_VENV)
+	bash scripts/setup_peer_venv.sh comlrl $(COMLRL_VENV)
 	@rm -rf outputs/bench && mkdir -p outputs/bench
 	@for script in $(BENCH_SCRIPTS); do echo "== $$script"; \
 		TRL_VENV=$(TRL_VENV) COMLRL_VENV=$(COMLRL_VENV) $(PY) $$script --markdown outputs/bench/$$(basename $$script .py).md || exit 1; done

@@ -9,7 +9,7 @@ and the same priority (Ray workers otherwise start at niceness 15). The table gi
 seconds per step after the warm-up steps and the validation accuracy (the whole val split, greedy)
 after the last step.
 
-TRL lives in its own virtual environment (``scripts/setup_trl_venv.sh`` creates ``.venv-trl``);
+TRL lives in its own virtual environment (``scripts/setup_peer_venv.sh trl`` creates ``.venv-trl``);
 without it TRL's row says "not installed". With ``--model 30m`` the engines train a random-init Qwen2
 of ~30 M parameters (head_dim 64), where vLLM's CPU build outruns HF ``generate``; accuracy is then
 meaningless and only step time is reported.
@@ -510,7 +510,7 @@ def engine_python(engine: str, trl_venv: Path) -> Path | None:
     if engine == "trl":
         python = trl_python(trl_venv)
         if python is None:
-            print(f"TRL is not installed in {trl_venv}; create it with: bash scripts/setup_trl_venv.sh")
+            print(f"TRL is not installed in {trl_venv}; create it with: bash scripts/setup_peer_venv.sh trl")
         return python
     if engine == "verl_lite-vllm":
         if subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True).returncode:

@@ -14,7 +14,7 @@ median seconds of ``train()`` and of the whole process (interpreter start to exi
 workers for verl_lite, model loading), and the joint reward of one evaluation (one sample per agent per
 eval task) before and after training.
 
-CoMLRL lives in its own virtual environment (``scripts/setup_comlrl_venv.sh`` creates ``.venv-comlrl``;
+CoMLRL lives in its own virtual environment (``scripts/setup_peer_venv.sh comlrl`` creates ``.venv-comlrl``;
 ``COMLRL_VENV`` or ``--comlrl-venv`` points elsewhere); without it CoMLRL's rows say "not installed".
 
     .venv/bin/python bench/multi_agent_vs_comlrl.py                 # 16 tasks x 8 samples x 24 tokens
@@ -242,7 +242,7 @@ def main() -> None:
         results: dict[str, list[dict]] = {side: [] for side in SIDES}
         if not has_comlrl:
             results["comlrl"] = [
-                {"status": f"not installed (scripts/setup_comlrl_venv.sh; looked in {a.comlrl_venv})"}
+                {"status": f"not installed (scripts/setup_peer_venv.sh comlrl; looked in {a.comlrl_venv})"}
             ]
         for i in range(a.repeats):
             for side in SIDES:
