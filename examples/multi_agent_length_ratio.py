@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--lam", type=float, default=0.95, help="iac / maac: GAE lambda")
     parser.add_argument("--shared-policy", action="store_true", help="both agents are one model")
+    parser.add_argument("--seed", type=int, default=1, help="seeds sampling and the engines' initialisation")
     parser.add_argument("--output-dir", default="outputs/multi_agent_length_ratio", help="run files")
     parser.add_argument("--wandb-project", default=None, help="log to W&B under this project (else off)")
     opts = parser.parse_args(argv)
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
         logging_steps=opts.num_generations,
         shared_policy=opts.shared_policy,
         output_dir=opts.output_dir,
+        seed=opts.seed,
         # GAE's lambda of iac / maac (magrpo has no critic): a verl_lite config key, applied to every agent
         overrides=[] if opts.trainer == "magrpo" else [f"algorithm.lam={opts.lam}"],
         **critic,
