@@ -109,8 +109,9 @@ class MAGRPOTrainer:
         model_config: CoMLRL's loading options (dtype, attention); verl_lite's engine config decides
             these, so they are accepted with a notice.
         train_dataset, eval_dataset: Hugging Face ``Dataset``/``IterableDataset`` or lists of dict rows.
-        reward_func: ``(agent0_completions, agent1_completions, ..., *, batch_items) -> rewards``, one per
-            aligned tuple; ``batch_items`` (the task item, as a one-element list) only when it accepts it.
+        reward_func: ``(agent0_completions, agent1_completions, ..., *, batch_items) -> [reward]``, called
+            once per joint answer with one answer per list (as CoMLRL); ``batch_items`` (the task item, as
+            a one-element list) only when it accepts it.
         reward_processor: applied to each reward before training (``RewardProcessors.scale(10.0)``).
         formatters: one formatter shared by all agents or a list in agent order; ``item -> prompt text``,
             optionally taking ``external_prompts`` for turns after the first.
