@@ -25,8 +25,21 @@ def test_reward_gets_batch_items_only_when_it_takes_them_and_the_processor_scale
     # ("ab", "c") -> 2 + 1 + 2 = 5; scaled by 10 -> 50
     assert joint_rewards(with_items, [["ab"], ["c"]], [item], RewardProcessors.scale(10.0)) == [50.0]
     assert joint_rewards(without, [["ab", "a"], ["c", "cc"]], [item]) == [2.0, 2.0]
-    with pytest.raises(ValueError, match="returned 1 rewards for 2 joint answers"):
-        joint_rewards(lambda a, b: [0.0], [["x", "y"], ["x", "y"]], [item])
+    with pytest.raises(ValueError, match="returned 2 rewards for one joint answer"):
+        joint_rewards(lambda a, b: [0.0, 1.0], [["x", "y"], ["x", "y"]], [item])
+
+
+def test_reward_is_called_once_per_joint_answer_as_comlrl_does():
+    # CoMLRL's documented rewards read a[0] and return one value (or a bare number)
+    calls = []
+
+    def first_only(a, b):
+        calls.append((a, b))
+        return [len(b[0]) - len(a[0])]
+
+    assert joint_rewards(first_only, [["a", "bb"], ["ccc", "d"]], [{}]) == [2.0, -1.0]
+    assert calls == [(["a"], ["ccc"]), (["bb"], ["d"])]
+    assert joint_rewards(lambda a, b: 0.5, [["x", "y"], ["x", "y"]], [{}]) == [0.5, 0.5]
 
 
 def test_formatters_are_shared_or_one_per_agent_and_get_external_prompts_when_they_take_them():

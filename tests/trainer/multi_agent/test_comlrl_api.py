@@ -168,6 +168,18 @@ def test_trainers_take_comlrl_arguments():
     assert RewardProcessors.shift(-1.0)(3.0) == 2.0 and RewardProcessors.scale()(3.0) == 3.0
 
 
+def test_loaded_models_are_read_from_their_folder_with_a_notice():
+    # CoMLRL's quick start passes agents=[AutoModelForCausalLM.from_pretrained(name), ...]
+    loaded = type("Loaded", (), {"name_or_path": "/models/tiny"})()
+    tasks = [{"prompt": "p"}]
+    args = MAGRPOConfig(num_turns=1)
+    with pytest.warns(UserWarning, match=r"read from their name_or_path \(\['/models/tiny'\]\)"):
+        trainer = MAGRPOTrainer(agents=[loaded, loaded], reward_func=max, train_dataset=tasks, args=args)
+    assert trainer.models == ["/models/tiny", "/models/tiny"]
+    with pytest.raises(ValueError, match="agents entry object has no name_or_path; pass its folder"):
+        MAGRPOTrainer(agents=[object(), object()], reward_func=max, train_dataset=tasks, args=args)
+
+
 def test_external_transition_gets_comlrl_keywords_and_the_history():
     seen = []
 

@@ -7,6 +7,9 @@ group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` ta
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -106,8 +109,9 @@ class MAGRPOTrainer:
         model_config: CoMLRL's loading options (dtype, attention); verl_lite's engine config decides
             these, so they are accepted with a notice.
         train_dataset, eval_dataset: Hugging Face ``Dataset``/``IterableDataset`` or lists of dict rows.
-        reward_func: ``(agent0_completions, agent1_completions, ..., *, batch_items) -> rewards``, one per
-            aligned tuple; ``batch_items`` (the task item, as a one-element list) only when it accepts it.
+        reward_func: ``(agent0_completions, agent1_completions, ..., *, batch_items) -> [reward]``, called
+            once per joint answer with one answer per list (as CoMLRL); ``batch_items`` (the task item, as
+            a one-element list) only when it accepts it.
         reward_processor: applied to each reward before training (``RewardProcessors.scale(10.0)``).
         formatters: one formatter shared by all agents or a list in agent order; ``item -> prompt text``,
             optionally taking ``external_prompts`` for turns after the first.
@@ -175,12 +179,7 @@ class MAGRPOTrainer:
                 f"agents lists {len(models)} models for num_agents={args.num_agents}; give one shared "
                 f"agent_model or exactly {args.num_agents}."
             )
-        for model in models:
-            if model is not None and not isinstance(model, str):
-                raise ValueError(
-                    f"{cls_name} got a loaded model ({type(model).__name__}); pass its folder, each agent's "
-                    "workers load their own copy."
-                )
+        models = _model_folders(models, cls_name)
         if args.shared_policy and len(set(models)) > 1:
             raise ValueError(
                 "args.shared_policy=True needs one agent_model for all agents, not a list of several."
@@ -318,6 +317,21 @@ class MAGRPOTrainer:
         self.rollout_history = list(state["rollout_history"])
         logger.load_state_dict(state["logger"])
         restore_controller_rng(state["rng"])
+
+    def save_model(self, output_dir: str) -> None:
+        """Each agent's trained policy as a Hugging Face folder (with its tokenizer) in
+        ``output_dir/agent_<i>``, CoMLRL's layout (agents sharing one policy get copies of its weights)."""
+        loop, _ = self._start()
+        exported: dict[int, str] = {}  # id(policy groups) -> the folder its weights were exported to
+        with tempfile.TemporaryDirectory(prefix="save_model_") as shards:
+            for i, agent in enumerate(loop.agents):
+                folder = os.path.abspath(os.path.join(output_dir, f"agent_{i}"))
+                done = exported.get(id(agent.groups))
+                if done is not None:
+                    shutil.copytree(done, folder, dirs_exist_ok=True)
+                    continue
+                agent.groups.actor.save_checkpoint(os.path.join(shards, f"agent_{i}"), hf_path=folder)
+                exported[id(agent.groups)] = folder
 
     def _policy_groups(self) -> list[Any]:
         return unique_groups([agent.groups for agent in self._loop.agents])
@@ -483,6 +497,22 @@ class MAACTrainer(IACTrainer):
 
     default_config_cls = MAACConfig
     centralised_critic = True
+
+
+def _model_folders(models: list[Any], cls_name: str) -> list[str | None]:
+    """Each agent's model folder: a string as given, a loaded model (CoMLRL's ``agents=[model, ...]``) by its
+    ``name_or_path``, with a notice that each agent's workers load their own copy from there."""
+    loaded = [m for m in models if m is not None and not isinstance(m, str)]
+    if not loaded:
+        return models
+    folders = _per_agent(models, len(models), "agents")
+    warnings.warn(
+        f"{cls_name}: agents given as loaded models are read from their name_or_path "
+        f"({sorted({f for f in folders if f})}); each agent's workers load their own copy, so changes made "
+        "to the objects in memory are not trained.",
+        stacklevel=3,
+    )
+    return folders
 
 
 def _count(args: MultiAgentConfig | None, agents: Sequence[str] | None, num_agents: int | None) -> int:

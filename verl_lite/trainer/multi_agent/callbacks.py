@@ -68,18 +68,25 @@ def joint_rewards(
 ) -> list[float]:
     """One reward per aligned tuple ``(completions[0][j], completions[1][j], ...)``, processed.
 
+    As CoMLRL 1.4 does, ``reward_func`` is called once per joint answer j with one-element lists
+    (``[completions[0][j]], [completions[1][j]], ...``), so both a function that loops over its lists and
+    one that reads ``a[0]`` score it; it returns one reward (a number or a one-element list).
+
     Args:
         completions: per agent (in agent order) the list of its answers; all lists have one length.
         batch_items: the task items, passed as ``batch_items=`` when ``reward_func`` accepts it.
     """
     kwargs = {"batch_items": batch_items} if accepts_keyword(reward_func, "batch_items") else {}
-    rewards = [float(r) for r in reward_func(*completions, **kwargs)]
-    expected = len(completions[0])
-    if len(rewards) != expected:
-        raise ValueError(
-            f"reward_func returned {len(rewards)} rewards for {expected} joint answers; it must return one "
-            "per aligned tuple of completions."
-        )
+    rewards = []
+    for j in range(len(completions[0])):
+        out = reward_func(*[[answers[j]] for answers in completions], **kwargs)
+        values = [out] if isinstance(out, (int, float)) else list(out)
+        if len(values) != 1:
+            raise ValueError(
+                f"reward_func returned {len(values)} rewards for one joint answer (it is called with one "
+                "completion per agent); it must return one."
+            )
+        rewards.append(float(values[0]))
     if reward_processor is not None:
         rewards = [float(reward_processor(r)) for r in rewards]
     return rewards
