@@ -7,7 +7,6 @@ from verl_lite.workers.agent_loop.base import (
     AgentLoopContext,
     AgentLoopOutput,
     ServerClient,
-    TurnRecord,
     get_agent_loop,
     register_agent_loop,
 )
@@ -15,6 +14,7 @@ from verl_lite.workers.agent_loop.openai_agent import OpenAIAgentLoop
 from verl_lite.workers.agent_loop.openenv_agent import OpenEnvAgentLoop
 from verl_lite.workers.agent_loop.single_turn import SingleTurnAgentLoop
 from verl_lite.workers.agent_loop.tool_agent import ToolAgentLoop, truncate_tool_response
+from verl_lite.workers.turns import TurnRecord
 
 __all__ = [
     "AGENT_LOOPS",

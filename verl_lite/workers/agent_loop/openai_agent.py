@@ -138,23 +138,11 @@ class OpenAIAgentLoop(AgentLoop):
             segment = Segment(self._row_prompt_ids(row), tools_key="")
             segment.add([self.tokenizer.eos_token_id], None, mask=0)
             segment.finish_reason = "stop"
-        versions = segment.versions or [-1]
         metrics = {
             key: 0.0 for key in ("agent_errors", "agent_timeouts", "openai_requests", "openai_segments")
         }
         metrics.update({key: float(value) for key, value in counts.items()})
-        return AgentLoopOutput(
-            prompt_ids=segment.prompt_ids,
-            response_ids=segment.response_ids,
-            response_mask=segment.response_mask,
-            response_log_probs=segment.log_probs,
-            num_turns=segment.assistant_turns + segment.user_turns,
-            min_weight_version=min(versions),
-            max_weight_version=max(versions),
-            finish_reason=segment.finish_reason,
-            metrics=metrics,
-            reward=reward,
-        )
+        return segment.output(segment.finish_reason, metrics, reward=reward)
 
     def _row_prompt_ids(self, row: dict[str, Any]) -> list[int]:
         messages = row.get("messages")

@@ -38,11 +38,11 @@ from verl_lite.workers.agent_loop.base import (
     AgentLoopContext,
     AgentLoopOutput,
     ServerClient,
-    TurnRecord,
     register_agent_loop,
 )
 from verl_lite.workers.config import SamplingConfig
 from verl_lite.workers.tools.rendering import ChatRenderer
+from verl_lite.workers.turns import TurnRecord
 
 KEY = "actor_rollout_ref.rollout.agent.openenv.env"
 # Observation fields every OpenEnv observation has; the others are what the model is shown.

@@ -34,7 +34,6 @@ from verl_lite.workers.agent_loop.base import (
     AgentLoopContext,
     AgentLoopOutput,
     ServerClient,
-    TurnRecord,
     register_agent_loop,
 )
 from verl_lite.workers.config import SamplingConfig
@@ -42,6 +41,7 @@ from verl_lite.workers.rollout.server import TokenOutput
 from verl_lite.workers.tools.base import BaseTool, call_result, created_id
 from verl_lite.workers.tools.parsers import ParsedToolCalls, ToolCall, get_tool_parser
 from verl_lite.workers.tools.rendering import ChatRenderer
+from verl_lite.workers.turns import TurnRecord
 
 # multi_turn.tool_response_truncate_side values.
 TRUNCATE_SIDES = ("left", "middle", "right")

@@ -21,36 +21,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_lite.workers.tools.rendering import ChatRenderer
+from verl_lite.workers.turns import TurnRecord
 
 # A message as the transcript compares them: role, content, tool calls (name, arguments JSON), call id.
 MessageKey = tuple[str, str, tuple[tuple[str, str], ...], str]
 
 
 @dataclass
-class Segment:
-    """One token-exact conversation: the prompt of its first request and everything after it."""
+class Segment(TurnRecord):
+    """One token-exact conversation: the prompt of its first request and everything after it (user turns
+    are the requests that extended it, each appending messages between two assistant turns)."""
 
-    prompt_ids: list[int]
     # The tool schemas its requests carried (rendered into the prompt), as canonical JSON.
-    tools_key: str
+    tools_key: str = ""
     # The messages answered so far, ending with the assistant answer the endpoint returned.
     messages: list[MessageKey] = field(default_factory=list)
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    assistant_turns: int = 0
-    # Requests that extended it (each appended messages between two assistant turns).
-    user_turns: int = 0
     finish_reason: str = "stop"
     # A generation for it is in flight: requests that would extend it start their own segment.
     busy: bool = False
-
-    def add(self, ids: list[int], log_probs: list[float] | None, mask: int) -> None:
-        """Append ``ids``: sampled (mask 1, with their log-probs) or rendered (mask 0, log-prob 0.0)."""
-        self.response_ids += ids
-        self.response_mask += [mask] * len(ids)
-        self.log_probs += list(log_probs) if log_probs is not None else [0.0] * len(ids)
 
 
 def message_key(message: dict[str, Any]) -> MessageKey:
@@ -100,7 +88,7 @@ class Transcript:
             ):
                 segment.busy = True
                 return segment, self.renderer.appended_ids(messages[n:]), False
-        segment = Segment(self.renderer.prompt_ids(messages, tools), tkey, busy=True)
+        segment = Segment(self.renderer.prompt_ids(messages, tools), tools_key=tkey, busy=True)
         return segment, [], True
 
     def answered(
