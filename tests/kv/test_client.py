@@ -4,8 +4,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from tests.batches import make_batch
 from verl_lite.kv import KVBatchMeta, KVKeyError
-from verl_lite.protocol import make_batch, to_jagged
+from verl_lite.protocol import to_jagged
 
 
 def trajectories(n: int, seed: int = 0) -> TensorDict:
