@@ -501,19 +501,17 @@ class ReplayBuffer:
         return message + "."
 
     # ------------------------------------------------------------------------------ state
-    def state_dict(self, include_store: bool = True) -> dict[str, Any]:
-        """The buffer's bookkeeping and, with ``include_store``, a snapshot of each partition it used."""
-        state: dict[str, Any] = {
+    def state_dict(self) -> dict[str, Any]:
+        """The buffer's bookkeeping and a snapshot of each partition it used."""
+        return {
             "seq": self._seq,
             "groups": {p: dict(groups) for p, groups in self._groups.items()},
             "sampled": {p: sorted(uids) for p, uids in self._sampled.items()},
             "evicted": list(self._evicted),
+            "partitions": {p: partition_state_dict(self.client, p) for p in self._sampled},
         }
-        if include_store:
-            state["partitions"] = {p: partition_state_dict(self.client, p) for p in self._sampled}
-        return state
 
-    def load_state_dict(self, state: Mapping[str, Any], requeue_running: bool = True) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; running groups become pending again (their rollouts are gone).
 
         Requeued groups lose their partial trajectories; ``group_uids(partition, "pending")`` lists
@@ -523,18 +521,14 @@ class ReplayBuffer:
         self._groups = {p: dict(groups) for p, groups in state["groups"].items()}
         self._sampled = {p: set(uids) for p, uids in state["sampled"].items()}
         self._evicted = OrderedDict.fromkeys(state["evicted"])
-        for partition_id, snapshot in state.get("partitions", {}).items():
+        for partition_id, snapshot in state["partitions"].items():
             load_partition_state_dict(self.client, snapshot)
             if not self.lists_store:
                 self._returned[partition_id] = dict(snapshot["tags"])
-            if requeue_running:
-                self._requeue_running(partition_id)
-
-    def _requeue_running(self, partition_id: str) -> None:
-        running = [g for g in self._scan(partition_id).values() if g.status == RUNNING]
-        partial = [key for g in running for key, _ in g.trajectories]
-        if partial:
-            self._clear(partial, partition_id)
+            running = [g for g in self._scan(partition_id).values() if g.status == RUNNING]
+            partial = [key for g in running for key, _ in g.trajectories]
+            if partial:
+                self._clear(partial, partition_id)
 
 
 def _trajectory_order(item: tuple[str, dict]) -> tuple:
