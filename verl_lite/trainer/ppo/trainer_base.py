@@ -75,10 +75,10 @@ class PPOTrainer:
     # the rollout placement this mode runs on when rollout.mode is null; a mode that overlaps generation
     # and training says "standalone" and validation refuses it with any other (verl_lite.trainer.placement)
     placement: ClassVar[str] = "hybrid"
-    # whether the rollout runs ahead of training by up to trainer.replay_buffer.max_off_policy_threshold
-    needs_staleness_bound: ClassVar[bool] = False
-    # whether finished groups stream into the store while the replay buffer waits, so that it lists the
-    # store; otherwise every generation has ended before sampling and the buffer takes what it returned
+    # whether the rollout streams finished groups into the store while training runs, up to
+    # trainer.replay_buffer.max_off_policy_threshold versions ahead (validation requires that bound), so
+    # the replay buffer lists the store; otherwise every generation has ended before the step samples
+    # and the buffer takes what it returned
     streams_rollout: ClassVar[bool] = False
 
     @staticmethod
