@@ -3,8 +3,9 @@
 import pytest
 import torch
 
+from tests.batches import make_batch
 from verl_lite import protocol
-from verl_lite.protocol import make_batch, to_jagged
+from verl_lite.protocol import to_jagged
 
 
 def sample_batch(n=5):
@@ -71,8 +72,3 @@ def test_to_jagged_from_tensors_and_from_lists_equals_torch_nested_tensor():
 def test_padded_from_jagged_refuses_to_cut_rows():
     with pytest.raises(ValueError, match="max_len=2 is shorter than the longest row \\(3\\)"):
         protocol.padded_from_jagged(to_jagged([torch.tensor([1, 2, 3])]), max_len=2)
-
-
-def test_make_batch_rejects_list_of_wrong_length():
-    with pytest.raises(ValueError, match="field 'uid' has 1 rows, expected 2"):
-        make_batch({"x": torch.ones(2), "uid": ["a"]})

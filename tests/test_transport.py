@@ -5,7 +5,8 @@ import pickle
 import torch
 from tensordict import TensorDict
 
-from verl_lite.protocol import make_batch, to_jagged
+from tests.batches import make_batch
+from verl_lite.protocol import to_jagged
 from verl_lite.transport import pack, unpack
 
 

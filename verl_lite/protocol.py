@@ -9,10 +9,9 @@ These helpers keep all of them aligned when a batch is split, padded or joined.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
-from tensordict import NonTensorStack, TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
 
 def batch_len(td: TensorDictBase) -> int:
@@ -122,22 +121,3 @@ def padded_from_jagged(
     mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
     padded[mask] = values
     return padded, mask
-
-
-def make_batch(fields: dict[str, Any], batch_size: int | None = None) -> TensorDict:
-    """Build a batch from tensors, jagged tensors and per-row python lists in one call.
-
-    Lists (and tuples) of python values become ``NonTensorStack`` fields; everything else is set
-    as given. ``batch_size`` defaults to the length of the first field.
-    """
-    if batch_size is None:
-        first = next(iter(fields.values()))
-        batch_size = first.shape[0] if isinstance(first, torch.Tensor) else len(first)
-    tensors = {k: v for k, v in fields.items() if not isinstance(v, (list, tuple))}
-    td = TensorDict(tensors, batch_size=[batch_size])
-    for key, value in fields.items():
-        if isinstance(value, (list, tuple)):
-            if len(value) != batch_size:
-                raise ValueError(f"make_batch: field {key!r} has {len(value)} rows, expected {batch_size}.")
-            td.set(key, NonTensorStack.from_list(list(value)))
-    return td

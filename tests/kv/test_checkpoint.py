@@ -5,8 +5,9 @@ import io
 import torch
 from tensordict import TensorDict
 
+from tests.batches import make_batch
 from verl_lite.kv.checkpoint import load_partition_state_dict, partition_state_dict
-from verl_lite.protocol import make_batch, to_jagged
+from verl_lite.protocol import to_jagged
 
 
 def test_partition_snapshot_round_trips_keys_with_different_field_sets(kv_client, partition):

@@ -4,8 +4,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from tests.batches import make_batch
 from verl_lite.kv import KVBatchMeta, KVKeyError
-from verl_lite.protocol import make_batch, to_jagged
+from verl_lite.protocol import to_jagged
 
 
 def trajectories(n: int, seed: int = 0) -> TensorDict:
@@ -78,11 +79,11 @@ def test_right_padded_fields_come_back_dense_and_rows_of_several_puts_join_as_ja
     assert [r.tolist() for r in mixed["input_ids"].unbind()] == [[1, 2], [5, 6, 0, 0]]
 
 
-def test_tag_only_updates_merge_into_existing_tags_without_touching_fields(kv_client, partition):
+def test_tag_only_puts_merge_into_existing_tags_without_touching_fields(kv_client, partition):
     keys = ["t_0_0", "t_1_0"]
     kv_client.kv_batch_put(keys, partition, fields=trajectories(2), tags=[{"status": "running"}] * 2)
-    meta = kv_client.kv_update_tags(
-        keys, partition, [{"status": "success", "score": 1.0}, {"status": "failure"}]
+    meta = kv_client.kv_batch_put(
+        keys, partition, tags=[{"status": "success", "score": 1.0}, {"status": "failure"}]
     )
     assert meta.tags == [{"status": "success", "score": 1.0}, {"status": "failure"}]
     assert kv_client.kv_list(partition)[partition] == dict(zip(keys, meta.tags))

@@ -22,8 +22,6 @@ def test_reading_a_missing_key_names_the_key_and_partition(kv_client, partition)
     kv_client.kv_batch_put(["here"], partition, tags=[{}])
     with pytest.raises(KVKeyError, match=rf"1 key\(s\) not found in partition '{partition}': \['gone_0_0'\]"):
         kv_client.kv_batch_get(["here", "gone_0_0"], partition)
-    with pytest.raises(KVKeyError, match="gone_0_0"):
-        kv_client.kv_update_tags(["gone_0_0"], partition, [{"status": "finished"}])
 
 
 def test_reading_a_missing_field_lists_the_fields_the_key_holds(kv_client, partition):

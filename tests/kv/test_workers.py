@@ -46,7 +46,7 @@ class AsyncRollout:
         written = TensorDict({"x": torch.tensor([1.0, 2.0])}, [2])
         await asyncio.to_thread(client.kv_batch_put, ["a_0_0", "a_1_0"], partition, written)
         await asyncio.to_thread(
-            client.kv_update_tags, ["a_0_0", "a_1_0"], partition, [{"status": "success"}] * 2
+            client.kv_batch_put, ["a_0_0", "a_1_0"], partition, None, [{"status": "success"}] * 2
         )
         # Rows the driver wrote, read concurrently by two coroutines.
         reads = await asyncio.gather(

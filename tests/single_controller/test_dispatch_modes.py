@@ -77,7 +77,8 @@ def test_dp_compute_data_pads_seven_rows_over_three_workers_and_strips_padding(g
 
 
 def test_dp_compute_data_keeps_jagged_and_non_tensor_fields_aligned(groups):
-    from verl_lite.protocol import make_batch, to_jagged
+    from tests.batches import make_batch
+    from verl_lite.protocol import to_jagged
 
     batch = make_batch(
         {

@@ -21,7 +21,7 @@ def test_spec_two_by_two_places_two_workers_per_node():
         assert len(set(nodes)) == 2
         assert nodes[0] == nodes[1] and nodes[2] == nodes[3] and nodes[0] != nodes[2]
         # local ranks restart on every node
-        assert list(group.execute_on_live("_vl_local_rank").values()) == [0, 1, 0, 1]
+        assert group.local_rank_here() == [0, 1, 0, 1]
         group.kill()
     finally:
         ray.shutdown()

@@ -57,6 +57,10 @@ class Echo(Worker):
         return ray.get_runtime_context().get_node_id()
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def local_rank_here(self) -> int:
+        return self.local_rank
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def fail_on_rank(self, bad_rank: int) -> int:
         if self.rank == bad_rank:
             raise ValueError(f"boom from rank {self.rank}")

@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from tests.conftest import start_local_ray
-from verl_lite.kv import init_kv_store, shutdown_kv_store
+from verl_lite.kv import KVBatchMeta, init_kv_store, shutdown_kv_store
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
 from verl_lite.trajectory import trajectory_key, trajectory_tag
@@ -32,7 +32,7 @@ def part(client, request):
 
 def roll_out(client, part, uid, accs, failed=None, step=0, fields=False, samples=None):
     """What rollout workers do: write the group's trajectories (of ``samples``, default all of them), the
-    last one failed to score with the error ``failed`` when given."""
+    last one failed to score with the error ``failed`` when given; their keys and tags."""
     samples = samples or len(accs)
     keys = [trajectory_key(uid, s) for s in range(len(accs))]
     tags = [trajectory_tag(uid, "success", 3, 5, step, samples, acc=a) for a in accs]
@@ -40,6 +40,7 @@ def roll_out(client, part, uid, accs, failed=None, step=0, fields=False, samples
         tags[-1] = trajectory_tag(uid, "failure", 3, 5, step, samples, acc=accs[-1], error=failed)
     td = TensorDict({"responses": to_jagged([torch.arange(s + 1) for s in range(len(accs))])}, [len(accs)])
     client.kv_batch_put(keys, part, fields=td if fields else None, tags=tags)
+    return KVBatchMeta(keys=keys, tags=tags, partition_id=part)
 
 
 def test_sample_returns_the_oldest_whole_groups_first(client, part):
@@ -318,3 +319,22 @@ def test_release_clears_a_sampled_batch_and_forgets_its_groups_and_resubmit_rest
     roll_out(client, part, "b", [1, 0], step=7)
     meta, metrics = strict.sample(global_step=8, partition_id=part, batch_size=1)  # age 1 since the resubmit
     assert meta.group_uids() == ["b"] and metrics["off_policy/evicted"] == 0.0
+
+
+def test_a_buffer_that_does_not_list_the_store_samples_what_it_was_handed_also_after_a_resume(client, part):
+    buffer = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    buffer.lists_store = False  # the sync modes: every generation has returned before sampling
+    buffer.add_groups(["a", "b", "c"], global_steps=0, partition_id=part)
+    buffer.add_trajectories(roll_out(client, part, "a", [0, 1]))
+    buffer.add_trajectories(roll_out(client, part, "b", [1, 1]))
+    roll_out(client, part, "c", [1, 0])  # stored but not handed over: unseen
+    assert buffer.group_counts(part) == {"pending": 1, "running": 0, "finished": 2, "failure": 0}
+    meta, _ = buffer.sample(global_step=0, partition_id=part, batch_size=1)
+    assert meta.group_uids() == ["a"]
+    buffer.release(meta)
+    resumed = ReplayBuffer(ReplayBufferConfig(**FAST), client=client)
+    resumed.lists_store = False
+    resumed.load_state_dict(buffer.state_dict())  # the snapshot's tags are what it knows now
+    assert resumed.group_counts(part) == {"pending": 0, "running": 0, "finished": 2, "failure": 0}
+    meta, _ = resumed.sample(global_step=1, partition_id=part, batch_size=2)
+    assert meta.group_uids() == ["b", "c"]

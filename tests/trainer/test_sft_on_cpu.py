@@ -99,7 +99,7 @@ def reference_one_step(data_file, rows, lr):
     from verl_lite.trainer.sft.losses import sum_token_nll
 
     tokenizer = AutoTokenizer.from_pretrained(EMBEDDED_MODEL)
-    examples = SFTDataset.from_parquet(data_file, tokenizer, 128).examples[:rows]
+    examples = SFTDataset(pd.read_parquet(data_file).to_dict("records"), tokenizer, 128).examples[:rows]
     batch = collate_sft(examples, tokenizer.pad_token_id)
     model = AutoModelForCausalLM.from_pretrained(EMBEDDED_MODEL, dtype=torch.float32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -225,8 +225,7 @@ class PromptBatches:
     Epoch ``e`` visits the rows in a fixed order: a permutation drawn from ``random.Random(seed + e)``
     (or the file order when ``shuffle=False``). ``next(batches)`` returns the next batch (a list of
     items, each with ``uid`` and ``epoch`` added) and moves to the next epoch by itself, so the stream
-    never ends; ``iter_epoch()`` yields only what remains of the current epoch. ``state_dict()``
-    records the epoch and how many rows of it were consumed; a fresh ``PromptBatches`` given that
+    never ends; the last, smaller batch of an epoch is skipped. ``state_dict()`` records the epoch and how many rows of it were consumed; a fresh ``PromptBatches`` given that
     state returns the same next batch (the batch size may change in between).
 
     Args:
@@ -234,24 +233,20 @@ class PromptBatches:
         batch_size: prompts per batch (data.train_batch_size).
         shuffle: draw a new permutation each epoch.
         seed: base seed of the permutations.
-        drop_last: skip the last, smaller batch of an epoch.
     """
 
-    def __init__(
-        self, dataset: Any, batch_size: int, shuffle: bool = True, seed: int = 0, drop_last: bool = True
-    ):
+    def __init__(self, dataset: Any, batch_size: int, shuffle: bool = True, seed: int = 0):
         if batch_size <= 0:
             raise ValueError(f"PromptBatches: batch_size={batch_size} is invalid; use a value > 0.")
-        if len(dataset) == 0 or (drop_last and len(dataset) < batch_size):
+        if len(dataset) < batch_size:
             raise ValueError(
-                f"PromptBatches: {len(dataset)} rows cannot fill one batch of {batch_size} with drop_last=True; "
+                f"PromptBatches: {len(dataset)} rows cannot fill one batch of {batch_size}; "
                 "lower the batch size or add data."
             )
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
-        self.drop_last = drop_last
         self.epoch = 0
         # rows of the current epoch already returned
         self.position = 0
@@ -259,12 +254,11 @@ class PromptBatches:
 
     def __len__(self) -> int:
         """Batches per epoch."""
-        n = len(self.dataset)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return len(self.dataset) // self.batch_size
 
     def _epoch_end(self) -> int:
-        """Rows of an epoch that are served (the remainder is dropped with ``drop_last``)."""
-        return len(self) * self.batch_size if self.drop_last else len(self.dataset)
+        """Rows of an epoch that are served (the remainder is skipped)."""
+        return len(self) * self.batch_size
 
     def order(self, epoch: int) -> list[int]:
         """Dataset positions in the order epoch ``epoch`` visits them."""
@@ -292,14 +286,6 @@ class PromptBatches:
             item = self.dataset[i]
             batch.append({**item, "uid": row_uid(split, self.epoch, item["index"]), "epoch": self.epoch})
         return batch
-
-    def iter_epoch(self) -> Iterator[list[dict[str, Any]]]:
-        """Yield the batches left in the current epoch (all of the next one if the current is done)."""
-        if self.position >= self._epoch_end():
-            self.epoch += 1
-            self.position = 0
-        while self.position < self._epoch_end():
-            yield next(self)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream stands: ``epoch``, ``position`` (rows consumed in it), ``seed``, ``shuffle``, ``num_rows``."""

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 from torch.utils.data import Dataset
 
@@ -129,13 +127,6 @@ class SFTDataset(Dataset):
                 self.num_truncated += 1
             else:
                 self.examples.append(example)
-
-    @classmethod
-    def from_parquet(
-        cls, path: str | Path, tokenizer: Any, max_length: int, mode: str = "chat"
-    ) -> SFTDataset:
-        """Load rows from a parquet file (e.g. the ``sft`` split of the synthetic task)."""
-        return cls(pd.read_parquet(path).to_dict("records"), tokenizer, max_length, mode)
 
     def __len__(self) -> int:
         return len(self.examples)

@@ -117,15 +117,6 @@ class KVClient:
         """``{partition: {key: [field, ...]}}``: which fields each key holds."""
         return self._merged("fields", partition_id)
 
-    def kv_update_tags(self, keys: Sequence[str], partition_id: str, tags: Sequence[dict]) -> KVBatchMeta:
-        """Merge ``tags`` into the tags of existing ``keys`` (a missing key raises ``KVKeyError``)."""
-        keys, tags = _checked(keys, "kv_update_tags"), list(tags)
-        if len(tags) != len(keys):
-            raise KVSchemaError(f"kv_update_tags: got {len(keys)} keys but {len(tags)} tags.")
-        self._check_open("kv_update_tags")
-        replies = self._scatter("update_tags", keys, partition_id, lambda pos, whole: (_pick(tags, pos),))
-        return self._meta(keys, partition_id, replies)
-
     def kv_clear(self, keys: Sequence[str] | None, partition_id: str) -> int:
         """Delete ``keys`` (every key of the partition when ``None``); returns how many existed.
         Objects no key uses any more are freed by Ray."""

@@ -177,11 +177,6 @@ class IndexActor:
         refs = {o: self._objects[o][0] for o in objects}
         return {"fields": names, "cells": cells, "refs": refs, "nbytes": nbytes}
 
-    def update_tags(self, partition_id: str, keys: list[str], tags: list[dict]) -> dict:
-        """Merge ``tags`` into the tags of existing ``keys``; no field changes."""
-        part, slots = self._existing(partition_id, keys, "kv_update_tags")
-        return {"tags": part.merge_tags(slots, tags), "fields": part.common_fields(slots)}
-
     def clear(self, partition_id: str, keys: list[str] | None) -> int:
         """Delete ``keys`` (every key of the partition when None); missing keys are ignored."""
         part = self._partitions.get(partition_id)

@@ -61,6 +61,3 @@ class Worker:
         """Run ``method_name`` with arguments packed for transport and pack what it returns."""
         method = getattr(self, method_name)
         return pack_tree(method(*unpack_tree(args), **unpack_tree(kwargs)))
-
-    def _vl_local_rank(self) -> int:
-        return self.local_rank

@@ -398,7 +398,7 @@ def _replay_buffer_problems(config: PPOConfig) -> list[str]:
         )
     elif (
         mode in TRAINERS
-        and TRAINERS.get(mode).needs_staleness_bound
+        and TRAINERS.get(mode).streams_rollout
         and (threshold is None or (isinstance(threshold, int) and threshold < sync_step - 1))
     ):
         out.append(

@@ -1,10 +1,12 @@
-"""Decide which prompt groups are ready for training, reading only the KV store's tags.
+"""Decide which prompt groups are ready for training, from their trajectories' tags alone.
 
 The ReplayBuffer runs in the controller and never touches a tensor. It registers each prompt group
-it is given (``add_groups``: uid, the step it was submitted at, its data source) and reads the rest from
-the store's tags (``client.kv_list``): the group's trajectories ``{uid}_{session}_{index}`` (tag ``uid``,
-the metric, the group's sample count), from which its status follows
-(``verl_lite.trajectory.group_status``: pending, running, finished or failure).
+it is given (``add_groups``: uid, the step it was submitted at, its data source) and learns the rest
+from its trajectories' tags ``{uid}_{session}_{index}`` (tag ``uid``, the metric, the group's sample
+count), from which the group's status follows (``verl_lite.trajectory.group_status``: pending,
+running, finished or failure). Those tags are what each generation returned (``add_trajectories``),
+or, while the rollout streams trajectories in as ``sample`` waits (``lists_store``), the store's
+listing (``client.kv_list``).
 ``sample`` waits for enough finished groups, evicts failed groups, zero-variance groups (DAPO
 dynamic sampling, https://arxiv.org/abs/2503.14476) and, in asynchronous modes, groups that are
 too stale, asks ``refill_fn(k)`` for replacement prompts, and returns the oldest whole groups.
@@ -169,6 +171,10 @@ class ReplayBuffer:
         self._outcomes: dict[str, deque[tuple[str, str | None, str]]] = {}
         self._judged: dict[str, set[str]] = {}  # uids already in ``_outcomes``
         self.last_sample_polls = 0
+        # True: list the store's tags on every poll; False: know only the trajectories handed over
+        self.lists_store = True
+        # per partition: ``{key: tag}`` of the trajectories handed over and not cleared yet
+        self._returned: dict[str, dict[str, dict]] = {}
 
     # ---------------------------------------------------------------------------- submission
     def add_groups(
@@ -203,10 +209,17 @@ class ReplayBuffer:
             global_step=global_steps,
         )
 
+    def add_trajectories(self, trajectories: KVBatchMeta) -> None:
+        """What a generation returned, its trajectories' keys and tags: ``sample`` reads them from here
+        instead of listing the store (ignored when ``lists_store``)."""
+        if not self.lists_store:
+            returned = self._returned.setdefault(trajectories.partition_id, {})
+            returned.update(zip(trajectories.keys, trajectories.tags))
+
     def release(self, trajectories: KVBatchMeta) -> None:
         """Done with these trajectories: clear them from the store and forget their groups."""
         partition_id = trajectories.partition_id
-        self.client.kv_clear(trajectories.keys, partition_id)
+        self._clear(trajectories.keys, partition_id)
         for uid in trajectories.group_uids():
             self._groups.get(partition_id, {}).pop(uid, None)
             self._sampled.get(partition_id, set()).discard(uid)
@@ -322,7 +335,10 @@ class ReplayBuffer:
     def _scan(self, partition_id: str) -> dict[str, _Group]:
         """The registered groups of the partition with their trajectories' tags; clears late trajectories
         of evicted groups."""
-        listing = self.client.kv_list(partition_id)[partition_id]
+        if self.lists_store:
+            listing = self.client.kv_list(partition_id)[partition_id]
+        else:
+            listing = self._returned.get(partition_id, {})
         groups = {uid: _Group(uid, tag) for uid, tag in self._groups.get(partition_id, {}).items()}
         by_group: dict[str, list[tuple[str, dict]]] = {}
         for key, tag in listing.items():
@@ -334,8 +350,14 @@ class ReplayBuffer:
             elif uid in self._evicted:
                 late.extend(key for key, _ in trajectories)
         if late:
-            self.client.kv_clear(late, partition_id)
+            self._clear(late, partition_id)
         return groups
+
+    def _clear(self, keys: list[str], partition_id: str) -> None:
+        self.client.kv_clear(keys, partition_id)
+        returned = self._returned.get(partition_id, {})
+        for key in keys:
+            returned.pop(key, None)
 
     def _evict(
         self, live: dict[str, _Group], global_step: int, partition_id: str, counts: dict[str, int]
@@ -360,7 +382,7 @@ class ReplayBuffer:
                 reasons[uid] = "off_policy/evicted"
         if not reasons:
             return 0
-        self.client.kv_clear([k for uid in reasons for k in live[uid].keys()], partition_id)
+        self._clear([k for uid in reasons for k in live[uid].keys()], partition_id)
         for uid, reason in reasons.items():
             counts[reason] += 1
             del live[uid]
@@ -479,19 +501,17 @@ class ReplayBuffer:
         return message + "."
 
     # ------------------------------------------------------------------------------ state
-    def state_dict(self, include_store: bool = True) -> dict[str, Any]:
-        """The buffer's bookkeeping and, with ``include_store``, a snapshot of each partition it used."""
-        state: dict[str, Any] = {
+    def state_dict(self) -> dict[str, Any]:
+        """The buffer's bookkeeping and a snapshot of each partition it used."""
+        return {
             "seq": self._seq,
             "groups": {p: dict(groups) for p, groups in self._groups.items()},
             "sampled": {p: sorted(uids) for p, uids in self._sampled.items()},
             "evicted": list(self._evicted),
+            "partitions": {p: partition_state_dict(self.client, p) for p in self._sampled},
         }
-        if include_store:
-            state["partitions"] = {p: partition_state_dict(self.client, p) for p in self._sampled}
-        return state
 
-    def load_state_dict(self, state: Mapping[str, Any], requeue_running: bool = True) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; running groups become pending again (their rollouts are gone).
 
         Requeued groups lose their partial trajectories; ``group_uids(partition, "pending")`` lists
@@ -501,16 +521,14 @@ class ReplayBuffer:
         self._groups = {p: dict(groups) for p, groups in state["groups"].items()}
         self._sampled = {p: set(uids) for p, uids in state["sampled"].items()}
         self._evicted = OrderedDict.fromkeys(state["evicted"])
-        for partition_id, snapshot in state.get("partitions", {}).items():
+        for partition_id, snapshot in state["partitions"].items():
             load_partition_state_dict(self.client, snapshot)
-            if requeue_running:
-                self._requeue_running(partition_id)
-
-    def _requeue_running(self, partition_id: str) -> None:
-        running = [g for g in self._scan(partition_id).values() if g.status == RUNNING]
-        partial = [key for g in running for key, _ in g.trajectories]
-        if partial:
-            self.client.kv_clear(partial, partition_id)
+            if not self.lists_store:
+                self._returned[partition_id] = dict(snapshot["tags"])
+            running = [g for g in self._scan(partition_id).values() if g.status == RUNNING]
+            partial = [key for g in running for key, _ in g.trajectories]
+            if partial:
+                self._clear(partial, partition_id)
 
 
 def _trajectory_order(item: tuple[str, dict]) -> tuple:

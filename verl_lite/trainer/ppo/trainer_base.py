@@ -75,8 +75,11 @@ class PPOTrainer:
     # the rollout placement this mode runs on when rollout.mode is null; a mode that overlaps generation
     # and training says "standalone" and validation refuses it with any other (verl_lite.trainer.placement)
     placement: ClassVar[str] = "hybrid"
-    # whether the rollout runs ahead of training by up to trainer.replay_buffer.max_off_policy_threshold
-    needs_staleness_bound: ClassVar[bool] = False
+    # whether the rollout streams finished groups into the store while training runs, up to
+    # trainer.replay_buffer.max_off_policy_threshold versions ahead (validation requires that bound), so
+    # the replay buffer lists the store; otherwise every generation has ended before the step samples
+    # and the buffer takes what it returned
+    streams_rollout: ClassVar[bool] = False
 
     @staticmethod
     def config_problems(config: PPOConfig) -> list[str]:
@@ -111,6 +114,7 @@ class PPOTrainer:
         # data source and ground truth of the prompt groups in flight, for the generation dumps
         self._group_info: dict[str, dict[str, Any]] = {}
         self.buffer.refill_fn = self.refill
+        self.buffer.lists_store = self.streams_rollout
         # True while a checkpoint is written; stop_requested() (the TaskRunner's, on a signal) ends fit
         # before the next step
         self.saving = False
@@ -226,8 +230,11 @@ class PPOTrainer:
         )
 
     def finish_generation(self, pending: PendingSequences) -> None:
-        """Wait for a started generation; add its reward time and fault counters to this step's."""
-        rolled = reduce_metrics([self.groups.agent_loop.collect_sequences(pending).metrics])
+        """Wait for a started generation; hand its trajectories to the buffer, add its reward time and
+        fault counters to this step's."""
+        trajectories = self.groups.agent_loop.collect_sequences(pending)
+        self.buffer.add_trajectories(trajectories)
+        rolled = reduce_metrics([trajectories.metrics])
         # scoring happens inside the rollout: timing_s/gen includes it, timing_s/reward shows its share
         self.timing["reward"] = self.timing.get("reward", 0.0) + rolled.get(REWARD_SECONDS, 0.0)
         for name in self.rollout_counts:

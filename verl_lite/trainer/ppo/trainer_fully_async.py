@@ -56,7 +56,7 @@ class FullyAsyncTrainer(PPOTrainer):
 
     # generation overlaps training on a pool of its own, at most the staleness bound ahead
     placement = "standalone"
-    needs_staleness_bound = True
+    streams_rollout = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
