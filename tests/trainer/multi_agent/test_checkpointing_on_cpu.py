@@ -29,8 +29,8 @@ def reward_func(first, second):
 class CrashAfterTask3(MAGRPOTrainer):
     """Dies right after task 3 was trained and logged, as a killed run stops (mid-epoch 2)."""
 
-    def train_step(self, epoch, index, item):
-        metrics = super().train_step(epoch, index, item)
+    def train_step(self, epoch, index, items):
+        metrics = super().train_step(epoch, index, items)
         if self.tasks_done == 3:
             raise RuntimeError("simulated crash after task 3")
         return metrics
