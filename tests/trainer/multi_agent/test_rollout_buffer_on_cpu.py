@@ -1,6 +1,7 @@
 """CoMLRL's ``rollout_buffer_size`` / ``train_batch_size`` on CPU: one update per buffer of tasks, an epoch's
 leftover tasks in one more, ceil(buffer / train_batch_size) optimizer steps per update (read from the
-checkpoint's scheduler and Adam counters), baselines within each task's group."""
+checkpoint's scheduler and Adam counters), baselines within each task's group, and each task of a two-turn
+buffer continuing its own answers."""
 
 from pathlib import Path
 
@@ -23,11 +24,11 @@ def metrics_callback(rollouts):
     return {"task_value": rollouts[0].metadata["item"]["value"], "answers": float(len(rollouts))}
 
 
-def settings(cls, tmp_path: Path, **kwargs):
+def settings(cls, tmp_path: Path, num_turns: int = 1, **kwargs):
     # two agents sharing one policy (one set of workers): each task brings it 2 prompt groups of 2 samples
     return cls(
         num_agents=2,
-        num_turns=1,
+        num_turns=num_turns,
         num_train_epochs=1,
         num_generations=2,
         max_new_tokens=4,
@@ -119,3 +120,35 @@ def test_iac_actor_and_critic_step_per_train_batch(tmp_path):
     # one update of the 2-task buffer, one optimizer step per task, for the actor and its critic alike
     assert counters(step / "actor", tmp_path) == (1, {2})
     assert counters(step / "critic", tmp_path) == (1, {2})
+
+
+def test_two_turn_tasks_of_one_buffer_each_continue_their_own_answers(tmp_path):
+    start_local_ray()
+    seen, transitions = [], []
+
+    def record(rollouts):
+        seen.extend(rollouts)
+        return {}
+
+    def external_transition(prompt, agent_completions, num_agents, **histories):
+        transitions.append((prompt, list(agent_completions)))
+        return [f"(after {prompt!r})"] * num_agents
+
+    with pytest.warns(UserWarning, match="turn k\\+1 continues the best joint answer"):
+        args = settings(MAGRPOConfig, tmp_path, num_turns=2, rollout_buffer_size=2, eval_interval=0)
+    with MAGRPOTrainer(
+        reward_func=reward_func,
+        train_dataset=TASKS[:2],
+        args=args,
+        external_transition=external_transition,
+        metrics_callback=record,
+    ) as trainer:
+        history = trainer.train()
+    # one update of both tasks' two turns: 2 tasks x 2 turns x 2 joint samples
+    assert [(h["env_step"], h["task"]) for h in history] == [(8, 2.0)]
+    assert [p for p, _ in transitions] == [TASKS[0]["prompt"], TASKS[1]["prompt"]]
+    for task, (prompt, answers) in zip(TASKS, transitions):
+        mine = [s for s in seen if s.metadata["item"] == task]
+        # equal rewards: the best joint answer is the first; turn 2 of this task sees this task's transition
+        assert answers == [next(s.completion for s in mine if s.agent_idx == i) for i in (0, 1)]
+        assert {s.prompt.endswith(f"(after {prompt!r})") for s in mine if s.metadata["turn"] == 2} == {True}
