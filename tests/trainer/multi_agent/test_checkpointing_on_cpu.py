@@ -145,7 +145,8 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
         [r["env_step"] for r in read_wandb_history(run) if "turn_1/reward_mean" in r]
         for run in glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
     )
-    assert logged == [[2, 4], [6, 8]]  # 2 joint samples per task; the second part after the checkpoint
+    # 2 joint samples per task; the second part after the checkpoint
+    assert logged == [[2, 4], [6, 8]], (folders, logged)
 
 
 def test_bad_checkpoint_arguments_name_the_argument_and_what_is_valid(tmp_path):
