@@ -1,6 +1,8 @@
 """Multi-agent checkpoints with CoMLRL's ``train(resume_from_checkpoint=, checkpoint_dir=, ...)`` contract:
-a MAGRPO run killed mid-epoch resumes from its last epoch checkpoint with every later metric unchanged."""
+a MAGRPO run killed mid-epoch resumes from its last epoch checkpoint with every later metric unchanged and
+its W&B run continued."""
 
+import glob
 import json
 import os
 from pathlib import Path
@@ -10,6 +12,7 @@ import pytest
 
 from tests.conftest import start_local_ray
 from tests.trainer.helpers import crashing_mode, joining, train
+from tests.trainer.test_logging_on_cpu import read_wandb_history
 from tests.trainer.test_resume_on_cpu import ROUNDING, _comparable
 from verl_lite.trainer.checkpoint import COMPLETE_MARKER, complete_checkpoints
 from verl_lite.trainer.multi_agent import MAGRPOConfig, MAGRPOTrainer, MAReMaxConfig, MAReMaxTrainer
@@ -29,8 +32,8 @@ def reward_func(first, second):
 class CrashAfterTask3(MAGRPOTrainer):
     """Dies right after task 3 was trained and logged, as a killed run stops (mid-epoch 2)."""
 
-    def train_step(self, epoch, index, item):
-        metrics = super().train_step(epoch, index, item)
+    def train_step(self, epoch, index, items):
+        metrics = super().train_step(epoch, index, items)
         if self.tasks_done == 3:
             raise RuntimeError("simulated crash after task 3")
         return metrics
@@ -115,6 +118,35 @@ def test_a_killed_magrpo_run_resumes_from_its_epoch_checkpoint_with_every_later_
     ):
         remax.train(resume_from_checkpoint=str(ckpts / "global_step_4"))
     assert remax._runtime is None
+
+
+def test_a_resumed_run_continues_its_wandb_run(tmp_path):
+    start_local_ray()
+    ckpts, wandb_config = tmp_path / "ckpts", {"project": "verl-lite-test", "dir": str(tmp_path)}
+    for epochs, resume in ((1, None), (2, True)):  # 1 epoch of 2 tasks, then resumed for a second one
+        args = MAGRPOConfig(
+            num_turns=1,
+            num_train_epochs=epochs,
+            num_generations=2,
+            max_new_tokens=4,
+            eval_interval=0,
+            logging_steps=1,
+            shared_policy=True,
+            output_dir=str(tmp_path),
+        )
+        with MAGRPOTrainer(
+            reward_func=reward_func, train_dataset=TASKS, args=args, wandb_config=wandb_config
+        ) as trainer:
+            trainer.train(resume_from_checkpoint=resume, checkpoint_dir=str(ckpts))
+    # W&B offline writes each process's part to its own folder named after the run id: one id, two parts
+    folders = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
+    assert len(folders) == 2 and len({f.rsplit("-", 1)[1] for f in folders}) == 1, folders
+    logged = sorted(
+        [r["env_step"] for r in read_wandb_history(run) if "turn_1/reward_mean" in r]
+        for run in glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
+    )
+    # 2 joint samples per task; the second part after the checkpoint
+    assert logged == [[2, 4], [6, 8]], (folders, logged)
 
 
 def test_bad_checkpoint_arguments_name_the_argument_and_what_is_valid(tmp_path):

@@ -26,7 +26,7 @@ from verl_lite.trainer.multi_agent import (
 from verl_lite.trainer.multi_agent.api import agent_ppo_config
 from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
 
-# CoMLRL 1.4.3's MAGRPOConfig fields and defaults (rollout_buffer_size differs: verl_lite updates per task)
+# CoMLRL 1.4.3's MAGRPOConfig fields and defaults (rollout_buffer_size differs: verl_lite's default is 1)
 COMLRL_MAGRPO = {
     "num_train_epochs": 20,
     "agent_learning_rate": 5.0e-6,
@@ -86,7 +86,8 @@ def test_configs_take_comlrl_field_names_with_its_defaults():
     [
         (MAGRPOConfig, {"advantage_mode": "median"}, "advantage_mode is 'median'; use one of mean, max"),
         (MAGRPOConfig, {"joint_mode": "cross"}, "joint_mode is 'cross'; verl_lite scores aligned"),
-        (MAGRPOConfig, {"rollout_buffer_size": 2}, "rollout_buffer_size=2 / train_batch_size=2"),
+        (MAGRPOConfig, {"rollout_buffer_size": 0}, "MAGRPOConfig.rollout_buffer_size is 0; it must be a"),
+        (MAGRPOConfig, {"train_batch_size": 0}, "MAGRPOConfig.train_batch_size is 0; it must be a"),
         (MAGRPOConfig, {"top_k": 0}, "top_k is 0; use a positive integer or None"),
         (MAGRPOConfig, {"parallel_training": "ddp"}, "parallel_training is 'ddp'; use 'none' or 'mp'"),
         (IACConfig, {"critic_type": "q"}, "IACConfig.critic_type is 'q'; .* only 'v' is valid"),

@@ -8,7 +8,8 @@ to CPU size. Re-typed from OpenMLRL/CoMLRL's docs:
   (``docs/content/docs/user-guide/multi-agent-reinforce.md``) says is MAGRPO's;
 * custom external feedback (``docs/content/docs/user-guide/multi-turn-training.md``): MAGRPO over two turns;
 * IAC and MAAC trainer setup (``user-guide/multi-agent-actor-critic.md``, ``user-guide/model-loading.md``);
-* shared actor-critic (``docs/content/docs/examples/shared-actor-critic.md``): refused, value heads are not built.
+* shared actor-critic (``docs/content/docs/examples/shared-actor-critic.md``): its rollout buffer is built; it
+  is refused for its value head on the actor (``use_separate_critic=False``), which is not.
 """
 
 import math
@@ -33,6 +34,7 @@ from verl_lite.trainer.multi_agent import (
     MAREINFORCETrainer,
     RewardProcessors,
 )
+from verl_lite.trainer.multi_agent.api import agent_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_MODEL
 
 MODEL = EMBEDDED_MODEL  # the docs' "Qwen/Qwen2.5-0.5B"
@@ -280,13 +282,16 @@ def test_maac_with_one_centralised_critic():
     assert len(history) == 1 and "critic/vf_loss" in history[0]  # one critic update over both agents
 
 
-# ---- shared actor-critic: value heads on the actors are not built ------------------------------------------
+# ---- shared actor-critic: its buffer is built, value heads on the actors are not ---------------------------
 def test_shared_actor_critic_example_is_refused_in_one_sentence():
-    with pytest.raises(
-        ValueError, match="rollout_buffer_size=4 / train_batch_size=4: verl_lite updates after"
-    ):
+    with pytest.raises(ValueError, match="use_separate_critic is False; verl_lite's critic is a separate"):
         IACConfig(
             num_agents=2, num_turns=1, use_separate_critic=False, rollout_buffer_size=4, train_batch_size=4
         )
-    with pytest.raises(ValueError, match="use_separate_critic is False; verl_lite's critic is a separate"):
-        IACConfig(num_agents=2, num_turns=1, use_separate_critic=False)
+    # with a separate critic the example's buffer is accepted: 4 tasks' samples per update, one step
+    config = agent_ppo_config(
+        IACConfig(num_agents=2, num_turns=1, rollout_buffer_size=4, train_batch_size=4), None, 1, "gae"
+    )
+    assert config.data.train_batch_size == 4
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == 4
+    assert config.critic.critic.ppo_mini_batch_size == 4

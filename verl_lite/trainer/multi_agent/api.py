@@ -2,7 +2,8 @@
 ``evaluate()``) on the Ray single controller.
 
 The calling process is the controller: it starts (or joins) Ray, one KV store, and one policy worker
-group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` task by task.
+group set per agent (or one shared by all), then runs :class:`MultiAgentLoop` one update per
+``rollout_buffer_size`` tasks.
 """
 
 from __future__ import annotations
@@ -47,20 +48,27 @@ from verl_lite.trainer.runtime import Runtime, ppo_env_vars
 def agent_ppo_config(
     args: MultiAgentConfig,
     model_path: str | None,
-    groups_per_update: int,
+    groups_per_task: int,
     estimator: str,
     tokenizer_path: str | None = None,
     critic_path: str | None = None,
 ):
     """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``
-    (``estimator`` gae brings the policy a critic of its own)."""
+    (``estimator`` gae brings the policy a critic of its own).
+
+    ``groups_per_task`` is how many prompt groups one task brings the policy (turns, times agents when they
+    share it). A mini-batch holds ``train_batch_size`` tasks' groups, so an update on a full buffer makes
+    ceil(rollout_buffer_size / train_batch_size) optimizer steps (a smaller buffer fewer).
+    """
     from verl_lite.trainer.load import compose_config, load_ppo_config
 
     top_k = args.top_k if args.top_k is not None else -1
+    mini_batch = groups_per_task * args.train_batch_size
+    steps = -(-args.rollout_buffer_size // args.train_batch_size)
     overrides = [
-        f"data.train_batch_size={groups_per_update}",
+        f"data.train_batch_size={mini_batch * steps}",
         f"data.max_response_length={args.max_new_tokens}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={groups_per_update}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini_batch}",
         f"actor_rollout_ref.actor.optim.lr={args.agent_learning_rate}",
         f"actor_rollout_ref.rollout.n={args.num_generations}",
         f"actor_rollout_ref.rollout.temperature={args.temperature}",
@@ -249,29 +257,39 @@ class MAGRPOTrainer:
             self.epochs_done = 0
             self._start()
         rows = _rows(self.train_dataset)
+        size = self.args.rollout_buffer_size
         for epoch in range(self.epochs_done, self.args.num_train_epochs):
-            for index, item in enumerate(rows):
-                self.train_step(epoch, index, item)
+            # as CoMLRL: an update once the buffer holds rollout_buffer_size tasks, and one on what is left
+            # at the end of the epoch, so every epoch (and checkpoint) ends with the buffer empty
+            for index in range(0, len(rows), size):
+                self.train_step(epoch, index, rows[index : index + size])
             self.epochs_done = epoch + 1
             if checkpoint_dir is not None and self.epochs_done % checkpoint_interval == 0:
                 self.save_checkpoint(checkpoint_dir)
                 prune_checkpoints(checkpoint_dir, checkpoint_total_limit)
         return self.history
 
-    def train_step(self, epoch: int, index: int, item: dict[str, Any]) -> dict[str, float]:
-        """One training task (item ``index`` of ``epoch``): evaluate on schedule, train, log; its metrics."""
+    def train_step(self, epoch: int, index: int, items: list[dict[str, Any]]) -> dict[str, float]:
+        """One update on the training tasks ``items`` (from position ``index`` of ``epoch``): the evaluations
+        due before each of them, their samples, the update, the logs; returns the update's metrics."""
         loop, logger = self._start()
-        if self.eval_dataset is not None and eval_due(self.tasks_done, index, self.args.eval_interval):
-            self.evaluate()
-        metrics = loop.train_task(item, self.tasks_done + 1)
-        self.env_step += self.args.num_generations * self.args.num_turns
-        self.tasks_done += 1
+        per_task = self.args.num_generations * self.args.num_turns
+        if self.eval_dataset is not None:
+            # every task of the buffer samples from the same weights, so its evaluations can all come first
+            for j in range(len(items)):
+                if eval_due(self.tasks_done + j, index + j, self.args.eval_interval):
+                    self._evaluate(self.args.eval_num_samples, self.env_step + j * per_task)
+        metrics = loop.train_tasks(items, self.tasks_done + len(items))
+        for j, values in enumerate(loop.callback_metrics):
+            env_step = self.env_step + (j + 1) * per_task
+            logger.log_rollout(values, env_step)
+            if values:
+                self.rollout_history.append({"env_step": env_step, **values})
+        self.env_step += per_task * len(items)
+        self.tasks_done += len(items)
         metrics.update(epoch=float(epoch), task=float(self.tasks_done))
         if logger.log_train(metrics, self.env_step):
             self.history.append({"env_step": self.env_step, **metrics})
-        logger.log_rollout(loop.callback_metrics, self.env_step)
-        if loop.callback_metrics:
-            self.rollout_history.append({"env_step": self.env_step, **loop.callback_metrics})
         return metrics
 
     # ---- checkpoints ----------------------------------------------------------------------------
@@ -347,13 +365,17 @@ class MAGRPOTrainer:
             raise ValueError(
                 f"num_eval_samples is {limit}; use a positive task count or None (all eval tasks)."
             )
+        return self._evaluate(limit, self.env_step)
+
+    def _evaluate(self, limit: int | None, env_step: int) -> dict[str, float]:
+        """:meth:`evaluate` on the first ``limit`` eval tasks, logged at ``env_step``."""
         items = _rows(self.eval_dataset, limit)
         if not items:
             return {}
         loop, logger = self._start()
-        metrics, records = loop.evaluate(items, self.env_step)
-        logger.log_eval(metrics, self.env_step, records)
-        self.eval_history.append({"env_step": self.env_step, **metrics})
+        metrics, records = loop.evaluate(items, env_step)
+        logger.log_eval(metrics, env_step, records)
+        self.eval_history.append({"env_step": env_step, **metrics})
         return metrics
 
     def close(self) -> None:
@@ -377,12 +399,12 @@ class MAGRPOTrainer:
 
         args = self.args
         policies = 1 if args.shared_policy else args.num_agents
-        per_update = args.num_turns * (args.num_agents if args.shared_policy else 1)
+        per_task = args.num_turns * (args.num_agents if args.shared_policy else 1)
         configs = [
             agent_ppo_config(
                 args,
                 self.models[i],
-                per_update,
+                per_task,
                 self.estimator,
                 self.tokenizer_paths[i],
                 self.critic_paths[i],

@@ -56,9 +56,11 @@ class MultiAgentConfig:
     eval_num_samples: int | None = 4
     # Evaluation tasks per generation call (one answer per agent per turn each).
     eval_batch_size: int = 1
-    # Tasks whose samples one update trains on; verl_lite updates after every task (only 1 is built).
+    # Tasks whose joint samples are generated together and trained in one update (an epoch's last update
+    # takes the tasks left over). CoMLRL counts turn nodes of its joint tree: the same when num_turns=1.
     rollout_buffer_size: int = 1
-    # Tasks per optimiser step within an update (None = rollout_buffer_size).
+    # Tasks per optimiser step within an update, all their turns together: ceil(rollout_buffer_size /
+    # train_batch_size) steps per update (None = rollout_buffer_size, one step).
     train_batch_size: int | None = None
     # Standardise each group's advantages (GRPO-style); for IAC/MAAC, GAE's whitening is always on.
     advantage_normalization: bool = True
@@ -105,11 +107,6 @@ class MultiAgentConfig:
             raise ValueError(
                 f"{name}.num_generations is {self.num_generations}; group baselines need at least "
                 f"{self.min_generations} joint samples per task."
-            )
-        if self.rollout_buffer_size != 1 or self.train_batch_size != 1:
-            raise ValueError(
-                f"{name}.rollout_buffer_size={self.rollout_buffer_size} / train_batch_size="
-                f"{self.train_batch_size}: verl_lite updates after every task; use 1 for both."
             )
         if not isinstance(self.eval_interval, int) or self.eval_interval < 0:
             raise ValueError(

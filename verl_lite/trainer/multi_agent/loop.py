@@ -85,7 +85,8 @@ class MultiAgentLoop:
         self.fn = functions
         self.version = 0
         self._submitted = 0
-        self.callback_metrics: dict[str, float] = {}
+        # metrics_callback's values of the last update, one dict per task
+        self.callback_metrics: list[dict[str, float]] = []
 
     def state_dict(self) -> dict[str, int]:
         """What a resumed run needs to repeat the next task exactly: the weight version and the count of
@@ -97,41 +98,58 @@ class MultiAgentLoop:
         self.version = int(state["version"])
         self._submitted = int(state["submitted"])
 
-    # ---- one training task ----------------------------------------------------------------------
-    def train_task(self, item: dict[str, Any], step: int) -> dict[str, float]:
-        """All turns of one task, then one update per policy; returns the step's metrics (``turn_k/...``)."""
+    # ---- one update -----------------------------------------------------------------------------
+    def train_tasks(self, items: list[dict[str, Any]], step: int) -> dict[str, float]:
+        """All turns of ``items`` (every task's prompts in one generation call per agent and turn), then one
+        update per policy over all of them; returns the update's metrics.
+
+        Each task's ``num_generations`` joint samples form its own group (its baseline and normalisation
+        stay within the task); ``turn_k/...`` metrics cover every task's joint samples. ``step`` names the
+        update (request ids, the mini-batch shuffle seed).
+        """
         start = time.perf_counter()
+        n_agents, size = len(self.agents), self.args.num_generations
         parts: dict[int, list[KVBatchMeta]] = {}
         metrics: dict[str, float] = {}
-        rollouts: list[RolloutSample] = []
-        external: list[Any] = [None] * len(self.agents)
-        history: tuple[list[list[str]], list[list[str]]] = (
-            [[] for _ in self.agents],
-            [[] for _ in self.agents],
-        )
+        rollouts: list[list[RolloutSample]] = [[] for _ in items]
+        external: list[list[Any]] = [[None] * n_agents for _ in items]
+        histories = [([[] for _ in self.agents], [[] for _ in self.agents]) for _ in items]
         for turn in range(self.args.num_turns):
-            prompts = [self.prompt(a, item, external[i]) for i, a in enumerate(self.agents)]
+            prompts = [
+                [self.prompt(a, item, external[r][i]) for r, item in enumerate(items)]
+                for i, a in enumerate(self.agents)
+            ]
             outs = self.generate(prompts, step, "train", validate=False)
-            completions = [self.responses(i, out) for i, out in enumerate(outs)]
-            rewards = joint_rewards(self.fn.reward_func, completions, [item], self.fn.reward_processor)
+            completions = [self.responses(i, out) for i, out in enumerate(outs)]  # by task, then sample
+            rewards: list[float] = []
+            for r, item in enumerate(items):
+                answers = [c[r * size : (r + 1) * size] for c in completions]
+                task_rewards = joint_rewards(self.fn.reward_func, answers, [item], self.fn.reward_processor)
+                rewards += task_rewards
+                for i in range(n_agents):
+                    rollouts[r] += samples(i, prompts[i][r], answers[i], task_rewards, item, turn + 1)
+                if turn + 1 < self.args.num_turns:
+                    best = max(range(size), key=task_rewards.__getitem__)
+                    external[r] = self.transition(
+                        item, histories[r], [p[r] for p in prompts], [a[best] for a in answers]
+                    )
             for i, out in enumerate(outs):
                 self.write_rewards(out, rewards)
                 parts.setdefault(id(self.agents[i].groups), []).append(out)
-                rollouts += samples(i, prompts[i], completions[i], rewards, item, turn + 1)
             metrics.update(turn_metrics(turn + 1, rewards, completions))
-            if turn + 1 < self.args.num_turns:
-                best = max(range(len(rewards)), key=rewards.__getitem__)
-                external = self.transition(item, history, prompts, [c[best] for c in completions])
         self.version += 1
         policies = [
             (next(a for a in self.agents if id(a.groups) == key), KVBatchMeta.concat(metas))
             for key, metas in parts.items()
         ]
         metrics.update(self.update_policies(policies, step))
-        # metrics_callback's values are logged at rollout time, outside the logging_steps gate
-        self.callback_metrics = {}
-        if self.fn.metrics_callback is not None:
-            self.callback_metrics = {k: float(v) for k, v in self.fn.metrics_callback(rollouts).items()}
+        # metrics_callback's values, one dict per task, are logged at rollout time (no logging_steps gate)
+        self.callback_metrics = [
+            {k: float(v) for k, v in self.fn.metrics_callback(task_rollouts).items()}
+            if self.fn.metrics_callback is not None
+            else {}
+            for task_rollouts in rollouts
+        ]
         metrics["timing_s/step"] = time.perf_counter() - start
         return metrics
 
@@ -262,7 +280,7 @@ class MultiAgentLoop:
     def responses(self, agent_index: int, out: KVBatchMeta) -> list[str]:
         """Agent ``agent_index``'s decoded answers in trajectory order (by prompt, then sample index)."""
         texts = self.agents[agent_index].groups.agent_loop.decode_trajectories(out)
-        order = sorted(out.keys, key=lambda k: (parse_trajectory_key(k)[0], parse_trajectory_key(k)[1]))
+        order = sorted(out.keys, key=submission_order)
         if order != list(out.keys):  # keep metas and texts aligned for the reward write-back
             out.keys, out.tags = order, [out.tags[out.keys.index(k)] for k in order]
         return [texts[k]["response"] for k in out.keys]
@@ -335,6 +353,13 @@ class MultiAgentLoop:
                 metrics[f"eval/{key}"] = sum(float(v[key]) for v in values) / len(values)
         records = {"agent_completions_turns": completions, "batch_items": items, "prompts": prompts}
         return metrics, records
+
+
+def submission_order(key: str) -> tuple[int, int]:
+    """A trajectory key's place in submission order: its prompt's counter (the ``-<n>`` ending of the uids
+    :meth:`MultiAgentLoop.submit` gives), then its session; string order would put prompt 10 before 9."""
+    uid, session, _ = parse_trajectory_key(key)
+    return int(uid.rsplit("-", 1)[1]), session
 
 
 def turn_metrics(turn: int, rewards: list[float], completions: list[list[str]]) -> dict[str, float]:

@@ -27,24 +27,33 @@ class MetricsLogger:
         self._last_logged: int | None = None
         self.verbose = False
         self.run = None
+        self._wandb_config = wandb_config
+        # the W&B run id to continue (a resumed checkpoint's), or None for a new run
+        self._wandb_id: str | None = None
         if wandb_config:
             unknown = sorted(set(wandb_config) - set(WANDB_RUN_KEYS))
             if unknown:
                 raise ValueError(f"wandb_config has unknown keys {unknown}; valid: {list(WANDB_RUN_KEYS)}.")
             sections = dict(wandb_config.get("config_sections") or {})
             self.verbose = bool((sections.get("output") or {}).get("verbose", False))
-            import wandb
 
-            self.run = wandb.init(
-                project=wandb_config.get("project"),
-                entity=wandb_config.get("entity"),
-                name=wandb_config.get("name") or wandb_config.get("run_name"),
-                tags=wandb_config.get("tags"),
-                dir=wandb_config.get("dir") or args.output_dir,
-                config={"trainer": _plain(args), **sections},
-            )
-            self.run.define_metric("env_step")
-            self.run.define_metric("*", step_metric="env_step")
+    def _open_wandb(self) -> None:
+        """Start the W&B run at the first log: a new one, or the resumed checkpoint's run id continued."""
+        import wandb
+
+        cfg = self._wandb_config
+        self.run = wandb.init(
+            project=cfg.get("project"),
+            entity=cfg.get("entity"),
+            name=cfg.get("name") or cfg.get("run_name"),
+            tags=cfg.get("tags"),
+            dir=cfg.get("dir") or self.args.output_dir,
+            config={"trainer": _plain(self.args), **dict(cfg.get("config_sections") or {})},
+            id=self._wandb_id,
+            resume="allow" if self._wandb_id else None,
+        )
+        self.run.define_metric("env_step")
+        self.run.define_metric("*", step_metric="env_step")
 
     def log_train(self, metrics: dict[str, float], env_step: int) -> bool:
         """Log when at least ``logging_steps`` env steps passed since the last training log; True if logged."""
@@ -77,7 +86,9 @@ class MetricsLogger:
             return
         self._jsonl.write(json.dumps({"kind": kind, "env_step": env_step, **metrics}) + "\n")
         self._jsonl.flush()
-        if self.run is not None:
+        if self._wandb_config:
+            if self.run is None:
+                self._open_wandb()
             self.run.log({"env_step": env_step, **metrics})
         if self.verbose:
             shown = " ".join(
@@ -86,20 +97,28 @@ class MetricsLogger:
             print(f"[{kind} env_step {env_step}] {shown}", flush=True)
 
     def state_dict(self) -> dict[str, Any]:
-        """Where logging stands: the last training log's env step and the local file's length."""
+        """Where logging stands: the last training log's env step, the local file's length and the W&B
+        run id (None before the first W&B log)."""
         return {
             "last_logged": self._last_logged,
             "jsonl_bytes": self._jsonl.tell() if self._jsonl is not None else None,
+            "wandb_run_id": self.run.id if self.run is not None else self._wandb_id,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; lines a crashed run wrote after it are cut from ``metrics.jsonl``
-        (the resumed run writes them again). W&B starts a new run: its lines cannot be taken back."""
+        (the resumed run writes them again). W&B continues the checkpoint's run (lines it got after the
+        checkpoint cannot be taken back there)."""
         self._last_logged = state["last_logged"]
         size = state["jsonl_bytes"]
         # a file shorter than the checkpoint's (another output_dir) is kept: truncate would pad it with zeros
         if self._jsonl is not None and size is not None and os.path.getsize(self._jsonl.name) > size:
             self._jsonl.truncate(size)
+        saved = state.get("wandb_run_id")  # absent in checkpoints written before it was saved
+        if self.run is not None and self.run.id != saved:  # another run's checkpoint: log to that run
+            self.run.finish()
+            self.run = None
+        self._wandb_id = saved
 
     def finish(self) -> None:
         """Close the local file and the W&B run."""

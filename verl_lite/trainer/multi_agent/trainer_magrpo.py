@@ -109,7 +109,7 @@ class MAGRPOModeTrainer(PPOTrainer):
     def train_step(self, step: int) -> dict[str, float]:
         """Training task number ``step`` (the task rows in order, epoch after epoch); its metrics."""
         epoch, index = divmod(step - 1, len(self.task_rows))
-        metrics = self.ma_loop.train_task(self.task_rows[index], step)
+        metrics = self.ma_loop.train_tasks([self.task_rows[index]], step)
         self.global_step = step
         self.env_step += self.args.num_generations * self.args.num_turns
         metrics.update(epoch=float(epoch), task=float(step))
