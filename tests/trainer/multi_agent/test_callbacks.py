@@ -3,7 +3,13 @@
 import pytest
 
 from verl_lite.trainer.multi_agent import MAGRPOConfig, RewardProcessors
-from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due, format_prompt, joint_rewards
+from verl_lite.trainer.multi_agent.callbacks import (
+    agent_formatters,
+    cross_rewards,
+    eval_due,
+    format_prompt,
+    joint_rewards,
+)
 
 
 def test_eval_schedule_runs_before_each_epoch_then_on_the_interval_and_never_at_zero():
@@ -40,6 +46,33 @@ def test_reward_is_called_once_per_joint_answer_as_comlrl_does():
     assert joint_rewards(first_only, [["a", "bb"], ["ccc", "d"]], [{}]) == [2.0, -1.0]
     assert calls == [(["a"], ["ccc"]), (["bb"], ["d"])]
     assert joint_rewards(lambda a, b: 0.5, [["x", "y"], ["x", "y"]], [{}]) == [0.5, 0.5]
+
+
+def test_cross_scores_every_combination_once_and_sums_each_answers_combinations():
+    calls = []
+
+    def reward(a, b, c):
+        calls.append((a[0], b[0], c[0]))
+        return [100 * len(a[0]) + 10 * len(b[0]) + len(c[0])]
+
+    answers = [["a", "aa"], ["b", "bb"], ["c", "cc"]]
+    rewards, returns = cross_rewards(reward, answers, [{}], RewardProcessors.shift(-111.0))
+    # 2 x 2 x 2 combinations in itertools.product order, each scored once, then shifted
+    assert calls == [(a, b, c) for a in answers[0] for b in answers[1] for c in answers[2]]
+    assert rewards == [100.0 * i + 10.0 * j + k for i in (0, 1) for j in (0, 1) for k in (0, 1)]
+    # agent 0's answer "aa" is in the 4 combinations with i = 1: 4 * 100 + (0 + 0 + 10 + 10) + (0 + 1 + 0 + 1)
+    assert returns == [[22.0, 422.0], [202.0, 242.0], [220.0, 224.0]]
+    # each agent's returns add up to the sum of every combination's reward
+    assert all(sum(r) == sum(rewards) for r in returns)
+
+
+def test_cross_takes_one_turn_and_unknown_joint_modes_are_refused():
+    assert MAGRPOConfig(num_turns=1, joint_mode="cross", num_generations=3).joint_answers_per_turn == 9
+    assert MAGRPOConfig(num_turns=1, num_generations=3).joint_answers_per_turn == 3
+    with pytest.raises(ValueError, match=r"joint_mode is 'cross' with num_turns=2; .* use num_turns=1"):
+        MAGRPOConfig(num_turns=2, joint_mode="cross")
+    with pytest.raises(ValueError, match="joint_mode is 'diagonal'; use one of aligned, cross"):
+        MAGRPOConfig(num_turns=1, joint_mode="diagonal")
 
 
 def test_formatters_are_shared_or_one_per_agent_and_get_external_prompts_when_they_take_them():

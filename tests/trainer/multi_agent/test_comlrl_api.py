@@ -85,7 +85,6 @@ def test_configs_take_comlrl_field_names_with_its_defaults():
     ("cls", "kwargs", "message"),
     [
         (MAGRPOConfig, {"advantage_mode": "median"}, "advantage_mode is 'median'; use one of mean, max"),
-        (MAGRPOConfig, {"joint_mode": "cross"}, "joint_mode is 'cross'; verl_lite scores aligned"),
         (MAGRPOConfig, {"rollout_buffer_size": 0}, "MAGRPOConfig.rollout_buffer_size is 0; it must be a"),
         (MAGRPOConfig, {"train_batch_size": 0}, "MAGRPOConfig.train_batch_size is 0; it must be a"),
         (MAGRPOConfig, {"top_k": 0}, "top_k is 0; use a positive integer or None"),
@@ -284,3 +283,39 @@ def test_maremax_trains_with_the_max_baseline_and_passes_transition_prompts_thro
     first, second = record["prompts"][0][0]  # agent 0, task 0: turn 1 and turn 2
     # passed through: the transition's text alone, without the formatter's
     assert first == "Name a colour." and second.startswith("Improve on: ")
+
+
+def test_cross_mode_trains_each_agent_on_the_sum_over_its_answers_combinations(tmp_path):
+    start_local_ray()
+    calls = []
+
+    def reward_func(first, second):
+        calls.append((first[0], second[0]))
+        return [min(len(second[0]), 30) / 30 - min(len(first[0]), 30) / 60]
+
+    args = MAGRPOConfig(
+        num_agents=2,
+        num_turns=1,
+        joint_mode="cross",
+        num_train_epochs=1,
+        num_generations=2,
+        max_new_tokens=6,
+        agent_learning_rate=1e-4,
+        eval_interval=0,
+        logging_steps=1,
+        output_dir=str(tmp_path),
+    )
+    tasks = [{"prompt": "Name a colour."}, {"prompt": "Name a fruit."}]
+    with MAGRPOTrainer(
+        agent_model=None, num_agents=2, reward_func=reward_func, train_dataset=tasks, args=args
+    ) as trainer:
+        history = trainer.train()
+    # per task, 2 x 2 combinations each scored once; env_step counts them
+    assert len(calls) == 2 * 4 and [h["env_step"] for h in history] == [4, 8]
+    for step in history:
+        # an agent's 2 answers are each in 2 of the 4 combinations: the mean of its returns (its trajectories'
+        # scores) is twice the mean joint reward
+        for k in (0, 1):
+            assert step[f"policy_{k}/critic/score/mean"] == pytest.approx(
+                2 * step["turn_1/reward_mean"], abs=1e-5
+            )

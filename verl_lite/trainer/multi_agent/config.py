@@ -20,6 +20,10 @@ class MultiAgentConfig:
     Fields after ``reference_devices`` are verl_lite's own (policy sharing, output folder, Ray).
     """
 
+    # How answers form joint answers: a plain class attribute here (IAC and MAAC pair answer j of every
+    # agent, and CoMLRL's actor-critic configs have no such field); MAGRPOConfig makes it a field.
+    joint_mode = "aligned"
+
     # Passes over the training tasks (the task order is kept; shuffle the dataset beforehand).
     num_train_epochs: int = 20
     # Adam learning rate of every agent's policy.
@@ -85,6 +89,13 @@ class MultiAgentConfig:
     # fewest joint samples per task: group baselines need two
     min_generations = 2
 
+    @property
+    def joint_answers_per_turn(self) -> int:
+        """Joint answers one task scores per turn (each a reward call, each an ``env_step``)."""
+        if self.joint_mode == "cross":
+            return self.num_generations**self.num_agents
+        return self.num_generations
+
     def __post_init__(self) -> None:
         name = type(self).__name__
         if self.train_batch_size is None:
@@ -148,12 +159,15 @@ class MAGRPOConfig(MultiAgentConfig):
     """Settings of :class:`~verl_lite.trainer.multi_agent.MAGRPOTrainer`: CoMLRL's ``MAGRPOConfig``.
 
     Every agent samples ``num_generations`` answers per task; answer j of every agent forms joint answer
-    j, the reward function scores each joint answer once, and each agent's advantage is that joint
-    return against the group's baseline (``advantage_mode``), standardised when
-    ``advantage_normalization`` (GRPO, https://arxiv.org/abs/2402.03300).
+    j (``joint_mode="cross"``: every combination of one answer per agent is one), the reward function
+    scores each joint answer once, and each agent's advantage is its answer's return against the group's
+    baseline (``advantage_mode``), standardised when ``advantage_normalization`` (GRPO,
+    https://arxiv.org/abs/2402.03300).
     """
 
-    # aligned: joint answer j = every agent's answer j; cross is CoMLRL's every-combination scoring.
+    # aligned: joint answer j = every agent's answer j (num_generations joint answers per task); cross:
+    # every combination of one answer per agent (num_generations ** num_agents), each answer's return
+    # the sum of the rewards of the combinations it is in (as CoMLRL). One turn only for cross.
     joint_mode: str = "aligned"
     # Baseline of the joint return within a task's group: mean | max | rloo | raw (no baseline).
     advantage_mode: str = "mean"
@@ -165,10 +179,15 @@ class MAGRPOConfig(MultiAgentConfig):
             raise ValueError(
                 f"{name}.advantage_mode is {self.advantage_mode!r}; use one of {', '.join(ADVANTAGE_MODES)}."
             )
-        if self.joint_mode != "aligned":
+        if self.joint_mode not in JOINT_MODES:
             raise ValueError(
-                f"{name}.joint_mode is {self.joint_mode!r}; verl_lite scores aligned joint answers only "
-                "(use 'aligned')."
+                f"{name}.joint_mode is {self.joint_mode!r}; use one of {', '.join(JOINT_MODES)}."
+            )
+        if self.joint_mode == "cross" and self.num_turns > 1:
+            raise ValueError(
+                f"{name}.joint_mode is 'cross' with num_turns={self.num_turns}; over several turns cross "
+                "needs CoMLRL's joint tree (a branch per combination), which verl_lite does not build: "
+                "use num_turns=1, or joint_mode='aligned'."
             )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from verl_lite.kv import KVBatchMeta
 from verl_lite.protocol import to_jagged
-from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
+from verl_lite.trainer.multi_agent.callbacks import cross_rewards, format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MultiAgentConfig
 from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key, write_columns
 from verl_lite.utils.metrics import reduce_metrics
@@ -54,7 +54,8 @@ class RolloutSample:
     agent_idx: int
     prompt: str
     completion: str
-    # the task item, the turn (from 1) and the joint reward of this answer's joint answer
+    # the task item, the turn (from 1) and the answer's return: its joint answer's reward (cross: the sum
+    # over the combinations it is in)
     metadata: dict[str, Any]
 
 
@@ -121,20 +122,23 @@ class MultiAgentLoop:
             ]
             outs = self.generate(prompts, step, "train", validate=False)
             completions = [self.responses(i, out) for i, out in enumerate(outs)]  # by task, then sample
+            # rewards: every joint answer's (the turn metrics); returns: each agent's answers' (trained on)
             rewards: list[float] = []
+            returns: list[list[float]] = [[] for _ in self.agents]
             for r, item in enumerate(items):
                 answers = [c[r * size : (r + 1) * size] for c in completions]
-                task_rewards = joint_rewards(self.fn.reward_func, answers, [item], self.fn.reward_processor)
+                task_rewards, task_returns = self.score(answers, item)
                 rewards += task_rewards
                 for i in range(n_agents):
-                    rollouts[r] += samples(i, prompts[i][r], answers[i], task_rewards, item, turn + 1)
-                if turn + 1 < self.args.num_turns:
+                    returns[i] += task_returns[i]
+                    rollouts[r] += samples(i, prompts[i][r], answers[i], task_returns[i], item, turn + 1)
+                if turn + 1 < self.args.num_turns:  # aligned: joint answer j is every agent's answer j
                     best = max(range(size), key=task_rewards.__getitem__)
                     external[r] = self.transition(
                         item, histories[r], [p[r] for p in prompts], [a[best] for a in answers]
                     )
             for i, out in enumerate(outs):
-                self.write_rewards(out, rewards)
+                self.write_rewards(out, returns[i])
                 parts.setdefault(id(self.agents[i].groups), []).append(out)
             metrics.update(turn_metrics(turn + 1, rewards, completions))
         self.version += 1
@@ -152,6 +156,15 @@ class MultiAgentLoop:
         ]
         metrics["timing_s/step"] = time.perf_counter() - start
         return metrics
+
+    def score(self, answers: list[list[str]], item: dict[str, Any]) -> tuple[list[float], list[list[float]]]:
+        """One task's joint answers scored (``answers``: per agent, its answers to the task): the joint
+        rewards, and per agent the return of each of its answers (``joint_mode``: aligned or cross)."""
+        fn = self.fn
+        if self.args.joint_mode == "cross":
+            return cross_rewards(fn.reward_func, answers, [item], fn.reward_processor)
+        rewards = joint_rewards(fn.reward_func, answers, [item], fn.reward_processor)
+        return rewards, [rewards] * len(answers)
 
     def update_policies(self, policies: list[tuple[Agent, KVBatchMeta]], step: int) -> dict[str, float]:
         """Log-probs → values → advantages → critic updates → actor updates → weight syncs → keys cleared.
