@@ -122,6 +122,15 @@ def test_magrpo_mode_without_a_reward_file_is_refused_before_ray_starts(tmp_path
                 ],
             )
         )
+    with pytest.raises(
+        ValueError, match=r"multi_agent.joint_mode is 'cross' with num_turns=2; .* num_turns=1"
+    ):
+        load_ppo_config(
+            compose_config(
+                "ppo_trainer",
+                ["trainer.mode=magrpo", "multi_agent.num_turns=2", "multi_agent.joint_mode=cross"],
+            )
+        )
 
 
 def test_trainer_arguments_are_checked_at_construction_and_evaluate_without_eval_set_is_empty():

@@ -163,9 +163,11 @@ def test_bad_checkpoint_arguments_name_the_argument_and_what_is_valid(tmp_path):
     assert checkpoint_to_resume(None, None, 3, 2) is None
 
 
-# main_ppo trainer.mode=magrpo: 2 tasks per epoch, 2 epochs, 1 turn x 2 joint samples, checkpoints every 2 tasks
+# main_ppo trainer.mode=magrpo: 2 tasks per epoch, 2 epochs, 1 turn x 2 answers per agent, checkpoints every 2
+# tasks; cross joint answers: the 2 x 2 combinations of the two agents' answers are each scored (4 env steps a task)
 HYDRA = [
     "trainer.mode=magrpo",
+    "multi_agent.joint_mode=cross",
     f"data.val_files={os.path.join(EMBEDDED_DATA, 'val.parquet')}",
     "data.train_batch_size=2",
     "actor_rollout_ref.actor.ppo_mini_batch_size=2",
@@ -199,9 +201,13 @@ def test_the_magrpo_mode_resumes_a_killed_run_with_the_same_metrics(tmp_path, cl
     assert [step for step, _ in complete_checkpoints(ckpts)] == [2]
     resumed = train(run_dir, *common)  # trainer.resume_mode=auto is the default
 
-    # env steps (2 per task): evaluations at 0 and 4 (before each epoch), training logs after each task
-    assert [h["step"] for h in full] == [0, 2, 4, 4, 6, 8]
+    # env steps (4 per task): evaluations at 0 and 8 (before each epoch), training logs after each task
+    assert [h["step"] for h in full] == [0, 4, 8, 8, 12, 16]
+    trained = [h for h in full if "turn_1/reward_mean" in h]
+    assert len(trained) == 4
+    for h in trained:  # cross: each answer's return sums the 2 combinations it is in
+        assert h["critic/score/mean"] == pytest.approx(2 * h["turn_1/reward_mean"], abs=1e-5)
     assert [_comparable(h) for h in resumed] == [_comparable(h) for h in full]
     logged = [json.loads(line)["step"] for line in (run_dir / "grpo_tiny" / "metrics.jsonl").open()]
-    assert logged == [0, 2, 4, 4, 6, 8]  # the crashed run's task 3 was dropped, not duplicated
+    assert logged == [0, 4, 8, 8, 12, 16]  # the crashed run's task 3 was dropped, not duplicated
     assert [step for step, _ in complete_checkpoints(ckpts)] == [2, 4]

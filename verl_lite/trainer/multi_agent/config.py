@@ -179,16 +179,20 @@ class MAGRPOConfig(MultiAgentConfig):
             raise ValueError(
                 f"{name}.advantage_mode is {self.advantage_mode!r}; use one of {', '.join(ADVANTAGE_MODES)}."
             )
-        if self.joint_mode not in JOINT_MODES:
-            raise ValueError(
-                f"{name}.joint_mode is {self.joint_mode!r}; use one of {', '.join(JOINT_MODES)}."
-            )
-        if self.joint_mode == "cross" and self.num_turns > 1:
-            raise ValueError(
-                f"{name}.joint_mode is 'cross' with num_turns={self.num_turns}; over several turns cross "
-                "needs CoMLRL's joint tree (a branch per combination), which verl_lite does not build: "
-                "use num_turns=1, or joint_mode='aligned'."
-            )
+        check_joint_mode(self.joint_mode, self.num_turns, name)
+
+
+def check_joint_mode(joint_mode: str, num_turns: int, owner: str) -> None:
+    """Raise for a ``joint_mode`` not built here: unknown, or cross over several turns (``owner``: the config
+    named in the message)."""
+    if joint_mode not in JOINT_MODES:
+        raise ValueError(f"{owner}.joint_mode is {joint_mode!r}; use one of {', '.join(JOINT_MODES)}.")
+    if joint_mode == "cross" and num_turns > 1:
+        raise ValueError(
+            f"{owner}.joint_mode is 'cross' with num_turns={num_turns}; over several turns cross needs "
+            "CoMLRL's joint tree (a branch per combination), which verl_lite does not build: use num_turns=1, "
+            "or joint_mode='aligned'."
+        )
 
 
 @dataclass
@@ -296,6 +300,9 @@ class MultiAgentSection:
     num_agents: int = 2
     # Turns per task; turns after the first get their prompts from the external transition.
     num_turns: int = 1
+    # aligned: joint answer j = every agent's answer j; cross (num_turns=1 only): every combination of one
+    # answer per agent, each answer trained on the sum of its combinations' rewards (CoMLRL's joint_mode).
+    joint_mode: str = "aligned"
     # Formatter files/functions in agent order, or one shared by all ([] = the rows' prompt field).
     formatters: list[Any] = field(default_factory=list)
     # The joint reward function: (agent0_completions, agent1_completions, ..., *, batch_items) -> rewards.
@@ -320,6 +327,7 @@ class MultiAgentSection:
         if isinstance(self.external_transition, dict):
             self.external_transition = FunctionRef(**self.external_transition)
         self.formatters = [FunctionRef(**f) if isinstance(f, dict) else f for f in self.formatters]
+        check_joint_mode(self.joint_mode, self.num_turns, "multi_agent")
         if self.formatters and len(self.formatters) not in (1, self.num_agents):
             raise ValueError(
                 f"multi_agent.formatters lists {len(self.formatters)} formatters for num_agents={self.num_agents}; "

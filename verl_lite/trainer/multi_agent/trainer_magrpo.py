@@ -30,6 +30,7 @@ def magrpo_args(config: Any) -> MAGRPOConfig:
     return MAGRPOConfig(
         num_agents=ma.num_agents,
         num_turns=ma.num_turns,
+        joint_mode=ma.joint_mode,
         num_train_epochs=config.trainer.total_epochs,
         num_generations=arr.rollout.n,
         max_new_tokens=config.data.max_response_length,
@@ -111,7 +112,7 @@ class MAGRPOModeTrainer(PPOTrainer):
         epoch, index = divmod(step - 1, len(self.task_rows))
         metrics = self.ma_loop.train_tasks([self.task_rows[index]], step)
         self.global_step = step
-        self.env_step += self.args.num_generations * self.args.num_turns
+        self.env_step += self.args.joint_answers_per_turn * self.args.num_turns
         metrics.update(epoch=float(epoch), task=float(step))
         return metrics
 
