@@ -8,7 +8,7 @@ import pytest
 import ray
 
 from tests.trainer.conftest import suite_cluster
-from tests.trainer.helpers import STANDALONE, joining, train, train_cli
+from tests.trainer.helpers import joining, train, train_cli
 
 
 @pytest.fixture(scope="module")
@@ -28,20 +28,6 @@ def test_grpo_three_steps_with_hf_rollout(three_steps):
         assert h["kv/controller_bytes_read"] == 0  # the controller never read a token tensor
     lines = (run_dir / "grpo_tiny" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
-
-
-def test_grpo_with_standalone_hf_rollout_servers_two_steps(tmp_path, cluster):
-    history = train(
-        tmp_path,
-        *joining(cluster),
-        "trainer.total_training_steps=2",
-        *STANDALONE,
-    )
-    assert [h["step"] for h in history] == [1, 2]
-    for h in history:
-        # the servers sample with the actor's weights: step 1 the initial ones, step 2 the synced ones
-        assert h["training/rollout_probs_diff_mean"] < 1e-4
-        assert h["update_weights/bytes"] > 0 and h["kv/controller_bytes_read"] == 0
 
 
 def test_ppo_with_gae_and_a_critic_two_steps(tmp_path, cluster):

@@ -1,4 +1,5 @@
-"""trainer.mode=fully_async through main_ppo: sync equivalence, staleness bound, partial rollout, resume."""
+"""trainer.mode=fully_async through main_ppo: sync equivalence (with the sync standalone run it compares to),
+staleness bound, partial rollout, resume."""
 
 import os
 from collections import Counter
@@ -6,6 +7,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from tests.trainer.conftest import suite_cluster
 from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations, joining, train
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
@@ -17,14 +19,33 @@ PROBS_DIFF = "training/rollout_probs_diff_mean"
 WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "replay_buffer/wait_s", "async/")
 
 
-def test_fully_async_with_staleness_0_and_a_sync_every_update_matches_the_sync_trainer(tmp_path, cluster):
+SYNC_STANDALONE = ["trainer.total_training_steps=2", *STANDALONE]
+
+
+@pytest.fixture(scope="module")
+def sync_standalone(tmp_path_factory):
+    """The sync trainer on standalone hf rollout servers, 2 steps: the run the fully_async ones compare to."""
+    return train(tmp_path_factory.mktemp("sync_standalone"), *SYNC_STANDALONE, *joining(suite_cluster()))
+
+
+def test_grpo_with_standalone_hf_rollout_servers_two_steps(sync_standalone):
+    assert [h["step"] for h in sync_standalone] == [1, 2]
+    for h in sync_standalone:
+        # the servers sample with the actor's weights: step 1 the initial ones, step 2 the synced ones
+        assert h["training/rollout_probs_diff_mean"] < 1e-4
+        assert h["update_weights/bytes"] > 0 and h["kv/controller_bytes_read"] == 0
+
+
+def test_fully_async_with_staleness_0_and_a_sync_every_update_matches_the_sync_trainer(
+    tmp_path, cluster, sync_standalone
+):
     # S = 0 and k = 1: every group is generated with the weights of the step that trains it, from the same
     # prompts, uids and per-request seeds as in sync mode, so every metric but the clock's is the same.
-    steps = ["trainer.total_training_steps=2", *STANDALONE, *joining(cluster)]
-    sync = train(tmp_path / "sync", *steps)
+    sync = sync_standalone
     fully_async = train(
         tmp_path / "async",
-        *steps,
+        *SYNC_STANDALONE,
+        *joining(cluster),
         "trainer.mode=fully_async",
         "trainer.parameter_sync_step=1",
         f"{STALENESS}=0",
