@@ -1,4 +1,4 @@
-"""Every built-in dispatch mode on real Ray worker groups of 1 to 4 workers."""
+"""Every built-in dispatch mode on real Ray worker groups of 1 to 3 workers."""
 
 import pytest
 import torch
@@ -9,7 +9,8 @@ from verl_lite.single_controller import Dispatch, Execute
 from verl_lite.single_controller.decorator import METHOD_SPEC_ATTR
 from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
 
-WORLD_SIZES = [1, 2, 3, 4]
+# One rank, an even split and an uneven one; every worker is a process that imports torch.
+WORLD_SIZES = [1, 2, 3]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_dp_compute_data_keeps_jagged_and_non_tensor_fields_aligned(groups):
 
 def test_non_blocking_call_returns_future_that_collects(groups):
     batch = TensorDict({"x": torch.arange(5.0)}, batch_size=[5])
-    future = groups[4].dp_compute_data_async(batch)
+    future = groups[3].dp_compute_data_async(batch)
     assert hasattr(future, "get")
     assert future.get()["y"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
 

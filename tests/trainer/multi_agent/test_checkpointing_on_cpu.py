@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import wandb
 
 from tests.conftest import start_local_ray
 from tests.trainer.helpers import crashing_mode, joining, train
@@ -138,6 +139,9 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
             reward_func=reward_func, train_dataset=TASKS, args=args, wandb_config=wandb_config
         ) as trainer:
             trainer.train(resume_from_checkpoint=resume, checkpoint_dir=str(ckpts))
+    # run.finish() returns before W&B's service process has written every record of this process's runs
+    # (seen under load: the resumed part read back empty); teardown waits for that process to end.
+    wandb.teardown()
     # W&B offline writes each process's part to its own folder named after the run id: one id, two parts
     folders = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
     assert len(folders) == 2 and len({f.rsplit("-", 1)[1] for f in folders}) == 1, folders
