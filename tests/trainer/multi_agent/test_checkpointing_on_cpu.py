@@ -167,8 +167,9 @@ def test_bad_checkpoint_arguments_name_the_argument_and_what_is_valid(tmp_path):
     assert checkpoint_to_resume(None, None, 3, 2) is None
 
 
-# main_ppo trainer.mode=magrpo: 2 tasks per epoch, 2 epochs, 1 turn x 2 answers per agent, checkpoints every 2
-# tasks; cross joint answers: the 2 x 2 combinations of the two agents' answers are each scored (4 env steps a task)
+# main_ppo trainer.mode=magrpo: 4 tasks per epoch, 2 tasks per update (data.train_batch_size), 2 epochs, 1 turn x
+# 2 answers per agent, checkpoints every 2 updates; cross joint answers: the 2 x 2 combinations of the two
+# agents' answers are each scored (4 env steps a task, 8 an update)
 HYDRA = [
     "trainer.mode=magrpo",
     "multi_agent.joint_mode=cross",
@@ -182,14 +183,14 @@ HYDRA = [
     "data.max_response_length=6",
     f"multi_agent.formatters=[{{path:{TASK},name:formatter}}]",
     f"multi_agent.reward_function.path={TASK}",
-    "multi_agent.eval_interval=2",
+    "multi_agent.eval_interval=3",
     "multi_agent.eval_num_samples=1",
 ]
 
 
 def test_the_magrpo_mode_resumes_a_killed_run_with_the_same_metrics(tmp_path, cluster):
-    tasks = tmp_path / "tasks2.parquet"
-    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(2).to_parquet(tasks)
+    tasks = tmp_path / "tasks4.parquet"
+    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(4).to_parquet(tasks)
     common = [*joining(cluster), f"data.train_files={tasks}", *HYDRA]
     full = train(tmp_path / "full", *common)
     crash = tmp_path / "crash_mode.py"
@@ -205,13 +206,17 @@ def test_the_magrpo_mode_resumes_a_killed_run_with_the_same_metrics(tmp_path, cl
     assert [step for step, _ in complete_checkpoints(ckpts)] == [2]
     resumed = train(run_dir, *common)  # trainer.resume_mode=auto is the default
 
-    # env steps (4 per task): evaluations at 0 and 8 (before each epoch), training logs after each task
-    assert [h["step"] for h in full] == [0, 4, 8, 8, 12, 16]
+    # training logs after each update (8 env steps); evaluations before the tasks of each epoch's start
+    # and every 3 tasks (tasks 0, 3, 4 and 6), each at the env step its task starts at: task 3 is the second
+    # of update 2, so its evaluation (run before that update) is logged at 8 + 4
+    steps = [0, 8, 12, 16, 16, 24, 24, 32]
+    assert [h["step"] for h in full] == steps
     trained = [h for h in full if "turn_1/reward_mean" in h]
-    assert len(trained) == 4
+    assert [h["task"] for h in trained] == [2.0, 4.0, 6.0, 8.0]
+    assert [h["epoch"] for h in trained] == [0.0, 0.0, 1.0, 1.0]
     for h in trained:  # cross: each answer's return sums the 2 combinations it is in
         assert h["critic/score/mean"] == pytest.approx(2 * h["turn_1/reward_mean"], abs=1e-5)
     assert [_comparable(h) for h in resumed] == [_comparable(h) for h in full]
     logged = [json.loads(line)["step"] for line in (run_dir / "grpo_tiny" / "metrics.jsonl").open()]
-    assert logged == [0, 4, 8, 8, 12, 16]  # the crashed run's task 3 was dropped, not duplicated
+    assert logged == steps  # the crashed run's update 3 was dropped, not duplicated
     assert [step for step, _ in complete_checkpoints(ckpts)] == [2, 4]

@@ -104,6 +104,8 @@ def two_turns(tmp_path_factory):
         f"data.val_files={os.path.join(EMBEDDED_DATA, 'val.parquet')}",
         "trainer.total_epochs=2",
         "trainer.total_training_steps=6",
+        "data.train_batch_size=1",  # one task per update
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
         "data.max_response_length=12",
         "multi_agent.num_agents=2",
         "multi_agent.num_turns=2",

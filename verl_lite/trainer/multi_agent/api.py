@@ -273,7 +273,7 @@ class MAGRPOTrainer:
         """One update on the training tasks ``items`` (from position ``index`` of ``epoch``): the evaluations
         due before each of them, their samples, the update, the logs; returns the update's metrics."""
         loop, logger = self._start()
-        per_task = self.args.joint_answers_per_turn * self.args.num_turns
+        per_task = self.args.env_steps_per_task
         if self.eval_dataset is not None:
             # every task of the buffer samples from the same weights, so its evaluations can all come first
             for j in range(len(items)):

@@ -96,6 +96,11 @@ class MultiAgentConfig:
             return self.num_generations**self.num_agents
         return self.num_generations
 
+    @property
+    def env_steps_per_task(self) -> int:
+        """``env_step``s one training task adds: its joint answers over every turn."""
+        return self.joint_answers_per_turn * self.num_turns
+
     def __post_init__(self) -> None:
         name = type(self).__name__
         if self.train_batch_size is None:

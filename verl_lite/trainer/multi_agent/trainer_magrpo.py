@@ -84,7 +84,8 @@ class MAGRPOModeTrainer(PPOTrainer):
         return out
 
     def fit(self) -> list[dict[str, float]]:
-        """MAGRPO task by task (one task per step), evaluating and checkpointing on schedule; a checkpoint
+        """MAGRPO over the task rows, ``data.train_batch_size`` tasks per update (CoMLRL's
+        ``rollout_buffer_size``), evaluating and checkpointing on schedule; a checkpoint
         (``trainer.resume_mode``) is resumed first."""
         cfg = self.config
         self.args = args = magrpo_args(cfg)
@@ -97,32 +98,41 @@ class MAGRPOModeTrainer(PPOTrainer):
             [self.val_dataset[i]["row"] for i in range(len(self.val_dataset))] if self.val_dataset else []
         )
         self.val_rows = val_rows[: args.eval_num_samples] if args.eval_num_samples else val_rows
-        # trainer.total_training_steps caps the run in training tasks (one task per step)
-        every_epoch = args.num_train_epochs * len(self.task_rows)
+        # the rows in order, epoch after epoch; an epoch's last update takes the tasks left (as CoMLRL's
+        # buffer, so every epoch ends with it empty); trainer.total_training_steps caps the updates
+        self.tasks_per_update = cfg.data.train_batch_size
+        self.updates_per_epoch = -(-len(self.task_rows) // self.tasks_per_update)
+        every_epoch = args.num_train_epochs * self.updates_per_epoch
         self.total_steps = min(cfg.trainer.total_training_steps or every_epoch, every_epoch)
         if self.resume() is None:
-            self._evaluate_if_due(0)  # before the first task
+            self._evaluate_due_before(1)
         for step in range(self.global_step + 1, self.total_steps + 1):
             self.on_step_end(step, self.train_step(step))
         self.on_train_end()
         return self.history
 
+    def update_tasks(self, step: int) -> tuple[int, int, list[dict[str, Any]]]:
+        """Update ``step``'s epoch, the position of its first task in that epoch, and its task rows."""
+        epoch, update = divmod(step - 1, self.updates_per_epoch)
+        index = update * self.tasks_per_update
+        return epoch, index, self.task_rows[index : index + self.tasks_per_update]
+
     def train_step(self, step: int) -> dict[str, float]:
-        """Training task number ``step`` (the task rows in order, epoch after epoch); its metrics."""
-        epoch, index = divmod(step - 1, len(self.task_rows))
-        metrics = self.ma_loop.train_tasks([self.task_rows[index]], step)
+        """Update number ``step``: every turn of its tasks sampled together, one update; its metrics."""
+        epoch, index, items = self.update_tasks(step)
+        metrics = self.ma_loop.train_tasks(items, step)
         self.global_step = step
-        self.env_step += self.args.joint_answers_per_turn * self.args.num_turns
-        metrics.update(epoch=float(epoch), task=float(step))
+        self.env_step += self.args.env_steps_per_task * len(items)
+        metrics.update(epoch=float(epoch), task=float(epoch * len(self.task_rows) + index + len(items)))
         return metrics
 
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
-        """Log (gated by ``logging_steps``), evaluate when due before the next task, checkpoint on schedule
-        (``trainer.save_freq`` tasks, and after the last)."""
+        """Log (gated by ``logging_steps``), evaluate when due before the next update's tasks, checkpoint on
+        schedule (``trainer.save_freq`` updates, and after the last)."""
         if self.ma_logger.log_train(metrics, self.env_step):
             self.history.append({"step": self.env_step, **metrics})
-        if step < self.total_steps:  # the next task's evaluation belongs to this step's checkpoint
-            self._evaluate_if_due(step % len(self.task_rows))
+        if step < self.total_steps:  # the next update's evaluations belong to this step's checkpoint
+            self._evaluate_due_before(step + 1)
         save_freq = self.config.trainer.save_freq
         if save_freq > 0 and (step % save_freq == 0 or step == self.total_steps):
             self.save_checkpoint(step)
@@ -148,12 +158,19 @@ class MAGRPOModeTrainer(PPOTrainer):
         agents = [Agent(self.groups, tokenizer, cfg, formatters[i]) for i in range(args.num_agents)]
         return MultiAgentLoop(args, agents, self.kv, functions)
 
-    def _evaluate_if_due(self, next_index: int) -> None:
-        """Evaluate when the schedule says so before the task at epoch position ``next_index``."""
-        if self.val_rows and eval_due(self.global_step, next_index, self.args.eval_interval):
-            metrics, records = self.ma_loop.evaluate(self.val_rows, self.env_step)
-            self.ma_logger.log_eval(metrics, self.env_step, records)
-            self.history.append({"step": self.env_step, **metrics})
+    def _evaluate_due_before(self, step: int) -> None:
+        """The evaluations due before each task of update ``step``, all now (its tasks sample from the
+        same weights), each logged at the env step its task starts at."""
+        if not self.val_rows:
+            return
+        epoch, index, items = self.update_tasks(step)
+        tasks_done = epoch * len(self.task_rows) + index
+        for j in range(len(items)):
+            if eval_due(tasks_done + j, index + j, self.args.eval_interval):
+                env_step = self.env_step + j * self.args.env_steps_per_task
+                metrics, records = self.ma_loop.evaluate(self.val_rows, env_step)
+                self.ma_logger.log_eval(metrics, env_step, records)
+                self.history.append({"step": env_step, **metrics})
 
     # ---- checkpoints: PPO's save and resume, with the multi-agent progress added ------------------
     def state_dict(self) -> dict[str, Any]:
