@@ -93,13 +93,15 @@ def test_wandb_offline_run_holds_train_and_eval_metrics_against_env_step(length_
 
 @pytest.fixture(scope="module")
 def two_turns(tmp_path_factory):
-    """main_ppo, trainer.mode=magrpo: 6 tasks (epochs of 4) of 2 turns x 4 joint samples, one shared policy."""
+    """main_ppo, trainer.mode=magrpo: 6 tasks (epochs of 4) of 2 turns x 4 joint samples, one shared policy
+    whose rollout server and agent-loop worker run in processes of their own (standalone)."""
     out = tmp_path_factory.mktemp("two_turns")
     tasks = out / "tasks4.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(4).to_parquet(tasks)
     history = train(
         out,
         "trainer.mode=magrpo",
+        "actor_rollout_ref.rollout.mode=standalone",
         f"data.train_files={tasks}",
         f"data.val_files={os.path.join(EMBEDDED_DATA, 'val.parquet')}",
         "trainer.total_epochs=2",

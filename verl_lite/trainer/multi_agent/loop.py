@@ -2,8 +2,8 @@
 
 Each agent is a ``WorkerGroups`` (its policy, rollout servers and agent-loop workers); agents that share
 one policy share one ``WorkerGroups``. Prompts and trajectories live in the KV store; the controller
-reads back only decoded answer texts (the reward function needs them) and writes one joint reward per
-trajectory on its last token.
+reads back only decoded answer texts (the reward function needs them) and sends one joint reward per
+trajectory back to the agent-loop workers, which put it on the trajectory's last model token.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_lite.kv import KVBatchMeta
-from verl_lite.protocol import to_jagged
 from verl_lite.trainer.multi_agent.callbacks import cross_rewards, format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MultiAgentConfig
-from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key, write_columns
+from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key
 from verl_lite.utils.metrics import reduce_metrics
-from verl_lite.workers.sequences import on_last_token
 
 
 @dataclass
@@ -138,7 +136,7 @@ class MultiAgentLoop:
                         item, histories[r], [p[r] for p in prompts], [a[best] for a in answers]
                     )
             for i, out in enumerate(outs):
-                self.write_rewards(out, returns[i])
+                self.write_rewards(i, out, returns[i])
                 parts.setdefault(id(self.agents[i].groups), []).append(out)
             metrics.update(turn_metrics(turn + 1, rewards, completions))
         self.version += 1
@@ -298,10 +296,10 @@ class MultiAgentLoop:
             out.keys, out.tags = order, [out.tags[out.keys.index(k)] for k in order]
         return [texts[k]["response"] for k in out.keys]
 
-    def write_rewards(self, out: KVBatchMeta, rewards: list[float]) -> None:
-        """Each trajectory's joint reward on its last response token (``token_level_scores``)."""
-        scores = [on_last_token(int(tag["response_len"]), r) for tag, r in zip(out.tags, rewards)]
-        write_columns(self.kv, out.keys, out.partition_id, {"token_level_scores": to_jagged(scores)})
+    def write_rewards(self, agent_index: int, out: KVBatchMeta, rewards: list[float]) -> None:
+        """Each trajectory's joint reward (its return) as its ``score`` tag and, written by agent
+        ``agent_index``'s workers, on its last model token (``token_level_scores``)."""
+        self.agents[agent_index].groups.agent_loop.put_scores(out, rewards)
         for tag, r in zip(out.tags, rewards):
             tag["score"] = r
 

@@ -11,6 +11,7 @@ hybrid placement, and the weight sync before it, which in the standalone placeme
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,7 @@ class AgentLoopManager:
         if num_workers == 0:  # the servers' processes run the loops (started once the servers are)
             self._generate = rollout.endpoints("generate_sequences")
             self._decode = rollout.endpoints("decode")
+            self._put_scores = rollout.endpoints("put_scores")
             return
         clients = [RolloutClient(e) for e in rollout.endpoints("generate")]
         probes = rollout.endpoints("load")
@@ -90,6 +92,7 @@ class AgentLoopManager:
         ]
         self._generate = [w.generate_sequences for w in self.workers]
         self._decode = [w.decode for w in self.workers]
+        self._put_scores = [w.put_scores for w in self.workers]
         self._loops_started = True
 
     @property
@@ -177,6 +180,19 @@ class AgentLoopManager:
         for part in ray.get([decode.remote(p) for decode, p in zip(self._decode, parts) if len(p)]):
             texts.update(part)
         return texts
+
+    def put_scores(self, meta: KVBatchMeta, scores: list[float]) -> None:
+        """Each trajectory's score (``scores``, in ``meta``'s order) on its last model token, written by the
+        workers as ``token_level_scores``: the controller sends scalars, never the tensor."""
+        self._start_loops_in_servers()
+        parts = meta.chunk(len(self._put_scores))
+        bounds = [0, *itertools.accumulate(len(p) for p in parts)]
+        calls = [
+            put.remote(part, scores[lo:hi])
+            for put, part, lo, hi in zip(self._put_scores, parts, bounds, bounds[1:])
+            if len(part)
+        ]
+        ray.get(calls)
 
     def _start_loops_in_servers(self) -> None:
         """Without agent-loop actors: have every server's process build its loops (once, after init_model)."""

@@ -209,6 +209,23 @@ class AgentLoopWorker:
         responses = decode([t.tolist() for t in td.get("responses").unbind()], skip_special_tokens=True)
         return {key: {"prompt": p, "response": r} for key, p, r in zip(meta.keys, prompts, responses)}
 
+    async def put_scores(self, meta: KVBatchMeta, scores: list[float]) -> None:
+        """Write ``token_level_scores`` of ``meta``'s trajectories: ``scores`` (one per trajectory, in
+        ``meta``'s order) on each one's last model token, as a reward manager's score is."""
+        if len(scores) != len(meta):
+            raise ValueError(f"put_scores: {len(scores)} scores for {len(meta)} trajectories.")
+        if len(meta):
+            await self._off_loop(self._put_scores, meta, scores)
+
+    def _put_scores(self, meta: KVBatchMeta, scores: list[float]) -> None:
+        masks = read_columns(self.kv, meta, ["response_mask"]).get("response_mask").unbind()
+        columns = {
+            "token_level_scores": to_jagged(
+                [on_last_token(len(m), s, m.tolist()) for m, s in zip(masks, scores)]
+            )
+        }
+        write_columns(self.kv, meta.keys, meta.partition_id, columns)
+
     # ---- one trajectory -------------------------------------------------------------------------
     def _agent_for(self, row: dict[str, Any]):
         name = row.get("agent_name") or self.default_agent

@@ -133,6 +133,11 @@ class RolloutWorker(Worker):
         """Prompt and response texts of ``meta``'s trajectories (``AgentLoopWorker.decode``)."""
         return self.host.call(self._agent_loops().decode(meta))
 
+    @endpoint
+    def put_scores(self, meta: KVBatchMeta, scores: list[float]) -> None:
+        """``token_level_scores`` from one score per trajectory (``AgentLoopWorker.put_scores``)."""
+        return self.host.call(self._agent_loops().put_scores(meta, scores))
+
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def start_agent_loops(self, reward_config: Any) -> None:
         """Run agent loops here, on the server's loop, scoring with ``reward_config`` (None: no scoring)."""
