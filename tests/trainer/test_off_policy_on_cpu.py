@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from tests.trainer.helpers import STANDALONE, crashing_mode, dumped_generations, joining, train
+from tests.trainer.helpers import crashing_mode, dumped_generations, joining, train
 from verl_lite.trainer.checkpoint import complete_checkpoints, load_trainer_state
 from verl_lite.trainer.validation import EMBEDDED_DATA
 
@@ -52,6 +52,10 @@ def test_sequence_rejection_with_an_empty_band_masks_every_trajectory(tmp_path, 
 
 
 # ---- trainer.mode=one_step_off --------------------------------------------------------------------
+# The rollout on one hf server of its own with one agent-loop worker (standalone's defaults): one_step_off
+# generates there while the trainer's process trains.
+ONE_SERVER = "actor_rollout_ref.rollout.mode=standalone"
+
 # A one_step_off trainer that dies right after step 2 was logged and checkpointed.
 CRASHING_MODE = crashing_mode(
     "one_step_off_crash_after_2",
@@ -67,7 +71,7 @@ def test_one_step_off_trains_each_batch_one_version_stale_and_each_prompt_once(t
         tmp_path,
         *joining(cluster),
         "trainer.mode=one_step_off",
-        *STANDALONE,
+        ONE_SERVER,
         "trainer.total_training_steps=3",
         f"trainer.rollout_data_dir={dumps}",
         f"{CORRECTION}.rollout_is=token",
@@ -101,7 +105,7 @@ def test_one_step_off_resumes_with_the_prefetched_batch_and_trains_each_prompt_o
     dumps, run_dir = tmp_path / "dumps", tmp_path / "run"
     common = [
         f"data.train_files={data}",
-        *STANDALONE,
+        ONE_SERVER,
         "trainer.total_epochs=2",  # 2 steps an epoch
         "trainer.total_training_steps=3",
         "trainer.save_freq=2",
