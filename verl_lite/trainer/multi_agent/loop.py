@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +120,7 @@ class MultiAgentLoop:
                 for i, a in enumerate(self.agents)
             ]
             outs = self.generate(prompts, step, "train", validate=False)
-            completions = [self.responses(i, out) for i, out in enumerate(outs)]  # by task, then sample
+            completions = self.each_agent(self.responses, outs)  # by task, then sample
             # rewards: every joint answer's (the turn metrics); returns: each agent's answers' (trained on)
             rewards: list[float] = []
             returns: list[list[float]] = [[] for _ in self.agents]
@@ -135,8 +136,8 @@ class MultiAgentLoop:
                     external[r] = self.transition(
                         item, histories[r], [p[r] for p in prompts], [a[best] for a in answers]
                     )
+            self.each_agent(self.write_rewards, outs, returns)
             for i, out in enumerate(outs):
-                self.write_rewards(i, out, returns[i])
                 parts.setdefault(id(self.agents[i].groups), []).append(out)
             metrics.update(turn_metrics(turn + 1, rewards, completions))
         self.version += 1
@@ -193,8 +194,11 @@ class MultiAgentLoop:
             metrics.update({prefix + k: v for k, v in reduce_metrics(records).items()})
         if joint is not None:
             metrics.update(reduce_metrics(self.critic.update_critic(joint)))
-        for prefix, (agent, batch) in zip(prefixes, policies):
-            metrics.update({prefix + k: v for k, v in self.update_actor(agent, batch).items()})
+        # each policy updates and syncs in its own processes: every policy at once
+        with ThreadPoolExecutor(len(policies), thread_name_prefix="update-policy") as pool:
+            updates = list(pool.map(lambda policy: self.update_actor(*policy), policies))
+        for prefix, update, (_, batch) in zip(prefixes, updates, policies):
+            metrics.update({prefix + k: v for k, v in update.items()})
             self.kv.kv_clear(batch.keys, batch.partition_id)
         return metrics
 
@@ -288,6 +292,12 @@ class MultiAgentLoop:
         meta = KVBatchMeta(keys=uids, tags=tags, partition_id=partition, global_step=step)
         return meta, rows
 
+    def each_agent(self, fn: Callable[..., Any], outs: list[KVBatchMeta], *per_agent: list) -> list[Any]:
+        """``fn(i, outs[i], *(a[i] for a in per_agent))`` for every agent ``i`` at once (each call waits
+        on that agent's workers); the results in agent order."""
+        with ThreadPoolExecutor(len(outs), thread_name_prefix="per-agent") as pool:
+            return list(pool.map(fn, range(len(outs)), outs, *per_agent))
+
     def responses(self, agent_index: int, out: KVBatchMeta) -> list[str]:
         """Agent ``agent_index``'s decoded answers in trajectory order (by prompt, then sample index)."""
         texts = self.agents[agent_index].groups.agent_loop.decode_trajectories(out)
@@ -327,7 +337,7 @@ class MultiAgentLoop:
                     for i, a in enumerate(self.agents)
                 ]
                 outs = self.generate(texts, step, "val", validate=True)
-                answers = [self.responses(i, out) for i, out in enumerate(outs)]
+                answers = self.each_agent(self.responses, outs)
                 for out in outs:
                     self.kv.kv_clear(out.keys, "val")
                 for r, it in enumerate(chunk):
