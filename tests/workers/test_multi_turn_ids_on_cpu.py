@@ -92,13 +92,14 @@ def served(kv_store):
         rollout.init_model()
         meta = manager.generate_sequences(*put_prompts(kv_store, [f"calc{i}" for i in ROWS]))
         [requests] = rollout.recorded_requests()
+        # read while the server's process lives: it wrote the rows, and they live as long as their writer
+        stored = kv_store.kv_batch_get(
+            meta.keys, "train", select_fields=["prompts", "responses", "response_mask", "rollout_log_probs"]
+        )
     finally:
         if manager is not None:
             manager.shutdown()
         release(rollout)
-    stored = kv_store.kv_batch_get(
-        meta.keys, "train", select_fields=["prompts", "responses", "response_mask", "rollout_log_probs"]
-    )
     return meta, stored, requests
 
 
