@@ -76,10 +76,11 @@ def score_with_group(kv, rm_dir: str, policy_dir: str, combine: str, micro_batch
     try:
         group.init_model()
         out = group.compute_rm_score(meta)
+        # read while the workers live: they wrote the scores, and rows live as long as their writer
+        td = kv.kv_batch_get(out.keys, "train", select_fields=["rm_scores", "token_level_scores"])
     finally:
         group.kill()
         group.resource_pool.release()
-    td = kv.kv_batch_get(out.keys, "train", select_fields=["rm_scores", "token_level_scores"])
     return out, td
 
 
