@@ -174,25 +174,28 @@ class AgentLoopManager:
 
     def decode_trajectories(self, meta: KVBatchMeta) -> dict[str, dict[str, str]]:
         """``{key: {"prompt": text, "response": text}}`` of ``meta``'s trajectories (for the JSONL dumps)."""
-        self._start_loops_in_servers()
         texts: dict[str, dict[str, str]] = {}
-        parts = meta.chunk(len(self._decode))
-        for part in ray.get([decode.remote(p) for decode, p in zip(self._decode, parts) if len(p)]):
+        for part in self._split_over(self._decode, meta):
             texts.update(part)
         return texts
 
     def put_scores(self, meta: KVBatchMeta, scores: list[float]) -> None:
         """Each trajectory's score (``scores``, in ``meta``'s order) on its last model token, written by the
         workers as ``token_level_scores``: the controller sends scalars, never the tensor."""
+        self._split_over(self._put_scores, meta, scores)
+
+    def _split_over(self, endpoints: list, meta: KVBatchMeta, *per_row: list) -> list:
+        """``meta``'s rows (and each ``per_row`` list, aligned with them) cut into contiguous parts, one per
+        endpoint, all called at once; the non-empty parts' results."""
         self._start_loops_in_servers()
-        parts = meta.chunk(len(self._put_scores))
+        parts = meta.chunk(len(endpoints))
         bounds = [0, *itertools.accumulate(len(p) for p in parts)]
         calls = [
-            put.remote(part, scores[lo:hi])
-            for put, part, lo, hi in zip(self._put_scores, parts, bounds, bounds[1:])
+            call.remote(part, *(values[lo:hi] for values in per_row))
+            for call, part, lo, hi in zip(endpoints, parts, bounds, bounds[1:])
             if len(part)
         ]
-        ray.get(calls)
+        return ray.get(calls)
 
     def _start_loops_in_servers(self) -> None:
         """Without agent-loop actors: have every server's process build its loops (once, after init_model)."""
