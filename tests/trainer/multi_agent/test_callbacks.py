@@ -5,7 +5,6 @@ import pytest
 from verl_lite.trainer.multi_agent import MAGRPOConfig, RewardProcessors
 from verl_lite.trainer.multi_agent.callbacks import (
     agent_formatters,
-    cross_rewards,
     eval_due,
     format_prompt,
     joint_rewards,
@@ -48,31 +47,11 @@ def test_reward_is_called_once_per_joint_answer_as_comlrl_does():
     assert joint_rewards(lambda a, b: 0.5, [["x", "y"], ["x", "y"]], [{}]) == [0.5, 0.5]
 
 
-def test_cross_scores_every_combination_once_and_sums_each_answers_combinations():
-    calls = []
-
-    def reward(a, b, c):
-        calls.append((a[0], b[0], c[0]))
-        return [100 * len(a[0]) + 10 * len(b[0]) + len(c[0])]
-
-    answers = [["a", "aa"], ["b", "bb"], ["c", "cc"]]
-    rewards, returns = cross_rewards(reward, answers, [{}], RewardProcessors.shift(-111.0))
-    # 2 x 2 x 2 combinations in itertools.product order, each scored once, then shifted
-    assert calls == [(a, b, c) for a in answers[0] for b in answers[1] for c in answers[2]]
-    assert rewards == [100.0 * i + 10.0 * j + k for i in (0, 1) for j in (0, 1) for k in (0, 1)]
-    # agent 0's answer "aa" is in the 4 combinations with i = 1: 4 * 100 + (0 + 0 + 10 + 10) + (0 + 1 + 0 + 1)
-    assert returns == [[22.0, 422.0], [202.0, 242.0], [220.0, 224.0]]
-    # each agent's returns add up to the sum of every combination's reward
-    assert all(sum(r) == sum(rewards) for r in returns)
-
-
-def test_cross_takes_one_turn_and_unknown_joint_modes_are_refused():
-    assert MAGRPOConfig(num_turns=1, joint_mode="cross", num_generations=3).joint_answers_per_turn == 9
-    assert MAGRPOConfig(num_turns=1, num_generations=3).joint_answers_per_turn == 3
-    with pytest.raises(ValueError, match=r"joint_mode is 'cross' with num_turns=2; .* use num_turns=1"):
-        MAGRPOConfig(num_turns=2, joint_mode="cross")
+def test_unknown_joint_modes_and_discounts_outside_0_1_are_refused():
     with pytest.raises(ValueError, match="joint_mode is 'diagonal'; use one of aligned, cross"):
         MAGRPOConfig(num_turns=1, joint_mode="diagonal")
+    with pytest.raises(ValueError, match=r"MAGRPOConfig.discount is 1.5; it must lie in \[0, 1\]"):
+        MAGRPOConfig(num_turns=2, discount=1.5)
 
 
 def test_formatters_are_shared_or_one_per_agent_and_get_external_prompts_when_they_take_them():
@@ -122,13 +101,10 @@ def test_magrpo_mode_without_a_reward_file_is_refused_before_ray_starts(tmp_path
                 ],
             )
         )
-    with pytest.raises(
-        ValueError, match=r"multi_agent.joint_mode is 'cross' with num_turns=2; .* num_turns=1"
-    ):
+    with pytest.raises(ValueError, match=r"multi_agent.discount is 2; it must lie in \[0, 1\]"):
         load_ppo_config(
             compose_config(
-                "ppo_trainer",
-                ["trainer.mode=magrpo", "multi_agent.num_turns=2", "multi_agent.joint_mode=cross"],
+                "ppo_trainer", ["trainer.mode=magrpo", "multi_agent.num_turns=2", "multi_agent.discount=2"]
             )
         )
 

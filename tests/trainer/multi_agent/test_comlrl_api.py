@@ -194,9 +194,9 @@ def test_external_transition_gets_comlrl_keywords_and_the_history():
     agents = [Agent(None, None, None, lambda item: item["prompt"]) for _ in range(2)]
     args = MAGRPOConfig(num_turns=3, external_prompt_passthrough=True)
     loop = MultiAgentLoop(args, agents, None, TaskFunctions(lambda a, b: [], external_transition=transition))
-    history = ([[], []], [[], []])
-    first = loop.transition({"prompt": "task"}, history, ["p0", "p1"], ["a0", "a1"])
-    second = loop.transition({"prompt": "task"}, history, first, ["b0", "b1"])
+    first = loop.transition({"prompt": "task"}, ([["p0"], ["p1"]], [["a0"], ["a1"]]), ["a0", "a1"])
+    history = ([["p0", first[0]], ["p1", first[1]]], [["a0", "b0"], ["a1", "b1"]])
+    second = loop.transition({"prompt": "task"}, history, ["b0", "b1"])
     assert second == ["revise b0", "revise b1"]
     assert seen[1] == (
         "task",
@@ -214,7 +214,7 @@ def test_external_transition_gets_comlrl_keywords_and_the_history():
     ):
         MultiAgentLoop(
             args, agents, None, TaskFunctions(None, external_transition=lambda **kw: "x")
-        ).transition({"prompt": "t"}, ([[], []], [[], []]), ["p", "q"], ["a", "b"])
+        ).transition({"prompt": "t"}, ([["p"], ["q"]], [["a"], ["b"]]), ["a", "b"])
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +242,7 @@ def remax_run(tmp_path_factory):
         agent_learning_rate=1e-4,
         advantage_normalization=False,
         external_prompt_passthrough=True,
+        early_termination_threshold=None,  # rewards >= 1 would cut every tree after turn 1
         eval_interval=0,
         eval_num_samples=1,
         logging_steps=1,
@@ -270,7 +271,8 @@ def test_maremax_trains_with_the_max_baseline_and_passes_transition_prompts_thro
         assert step[f"policy_{k}/critic/advantages/max"] <= 1e-6
         assert step[f"policy_{k}/critic/score/min"] >= 1.0
     assert step["turn_2/reward_min"] >= 1.0
-    assert calls == [1, 1]  # once after turn 1 in training, once in evaluation
+    # once per joint answer of turn 1 in training (2), once in evaluation (one path)
+    assert calls == [1, 1, 1]
     # CoMLRL's evaluation names; one item, so turn 1's return is both turns' rewards
     assert set(evaluation) == {
         f"eval/turn_{k}/{m}" for k in (1, 2) for m in ("reward_mean", "expected_return")
@@ -279,7 +281,8 @@ def test_maremax_trains_with_the_max_baseline_and_passes_transition_prompts_thro
     assert evaluation["eval/turn_1/expected_return"] == pytest.approx(
         evaluation["eval/turn_1/reward_mean"] + evaluation["eval/turn_2/reward_mean"]
     )
-    record = json.loads((Path(args.output_dir) / "eval" / "env_step_4.json").read_text())
+    # evaluate() after training: 2 + 2 x 2 joint rewards
+    record = json.loads((Path(args.output_dir) / "eval" / "env_step_6.json").read_text())
     first, second = record["prompts"][0][0]  # agent 0, task 0: turn 1 and turn 2
     # passed through: the transition's text alone, without the formatter's
     assert first == "Name a colour." and second.startswith("Improve on: ")

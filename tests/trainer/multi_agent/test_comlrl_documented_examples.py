@@ -204,15 +204,23 @@ def test_multi_turn_transition_gets_comlrl_keywords_and_every_turn_is_scored():
         train_dataset=Dataset.from_dict({"prompt": STORY_PROMPTS[:1]}),
         reward_func=partial(proper_length_ratio_reward, target_min=2, target_max=3),
         external_transition=recorded(custom_external, calls),
+        # the length-ratio reward is >= 0, above CoMLRL's default early_termination_threshold (-0.2),
+        # which would cut every tree after turn 1 (in CoMLRL too): None grows the whole tree
         args=MAGRPOConfig(
-            num_turns=2, num_train_epochs=1, num_generations=2, max_new_tokens=8, logging_steps=1
+            num_turns=2,
+            num_train_epochs=1,
+            num_generations=2,
+            max_new_tokens=8,
+            logging_steps=1,
+            early_termination_threshold=None,
         ),
     )
     with trainer:
         history = trainer.train()
     assert len(history) == 1
-    assert {"turn_1/reward_mean", "turn_2/reward_mean"} <= set(history[0])
-    assert calls, "turn 2 needs the transition"
+    assert {"turn_1/reward_mean", "turn_2/reward_mean", "turn_2/expected_return"} <= set(history[0])
+    # each of turn 1's 2 joint answers continues in a node of 2 joint answers: 2 + 2 x 2 rewards
+    assert len(calls) == 2 and history[0]["env_step"] == 6
     args, kwargs, out = calls[0]
     assert args == ()  # called by keyword, as CoMLRL does
     assert set(kwargs) == {

@@ -93,8 +93,8 @@ def test_wandb_offline_run_holds_train_and_eval_metrics_against_env_step(length_
 
 @pytest.fixture(scope="module")
 def two_turns(tmp_path_factory):
-    """main_ppo, trainer.mode=magrpo: 6 tasks (epochs of 4) of 2 turns x 4 joint samples, one shared policy
-    whose rollout server and agent-loop worker run in processes of their own (standalone)."""
+    """main_ppo, trainer.mode=magrpo: 6 tasks (epochs of 4), each a joint tree of 2 turns x 2 joint samples, one
+    shared policy whose rollout server and agent-loop worker run in processes of their own (standalone)."""
     out = tmp_path_factory.mktemp("two_turns")
     tasks = out / "tasks4.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(4).to_parquet(tasks)
@@ -111,6 +111,10 @@ def two_turns(tmp_path_factory):
         "data.max_response_length=12",
         "multi_agent.num_agents=2",
         "multi_agent.num_turns=2",
+        "actor_rollout_ref.rollout.n=2",
+        # rewards lie in [0, 10]: no node's mean exceeds 10, so every joint answer of turn 1 continues
+        "multi_agent.early_termination_threshold=10.0",
+        "multi_agent.discount=0.5",
         f"multi_agent.formatters=[{{path:{TASK},name:formatter}}]",
         f"multi_agent.reward_function.path={TASK}",
         "multi_agent.reward_function.name=reward_func",
@@ -124,7 +128,7 @@ def two_turns(tmp_path_factory):
         "multi_agent.eval_interval=3",
         "multi_agent.eval_num_samples=2",
         "multi_agent.eval_batch_size=2",
-        "multi_agent.logging_steps=16",
+        "multi_agent.logging_steps=12",
     )
     return out, history
 
@@ -132,14 +136,17 @@ def two_turns(tmp_path_factory):
 def test_two_turn_tasks_log_per_turn_and_gate_logs_by_env_step(two_turns):
     _, history = two_turns
     trained = [h for h in history if "turn_1/reward_mean" in h]
-    # 2 turns x 4 samples = 8 env steps per task, 6 tasks; logging_steps=16 keeps tasks 1, 3 and 5
-    assert [h["step"] for h in trained] == [8, 24, 40]
+    # 2 + 2 x 2 joint rewards = 6 env steps per task, 6 tasks; logging_steps=12 keeps tasks 1, 3 and 5
+    assert [h["step"] for h in trained] == [6, 18, 30]
     assert [h["epoch"] for h in trained] == [0.0, 0.0, 1.0]
     for h in trained:
         assert "turn_2/reward_mean" in h
         # reward_scale=10 on rewards in [0, 1]
         assert 0.0 <= h["turn_1/reward_min"] <= h["turn_1/reward_max"] <= 10.0
         assert h["critic/advantages/max"] <= 1e-6
+        # every turn-1 joint answer's return adds half the mean reward of the node it continues in
+        expected = h["turn_1/reward_mean"] + 0.5 * h["turn_2/reward_mean"]
+        assert h["turn_1/expected_return"] == pytest.approx(expected, abs=1e-5)
     assert any(h["turn_1/reward_max"] > 1.0 for h in trained)
 
 
@@ -147,7 +154,7 @@ def test_two_turn_evaluation_sees_the_external_transition(two_turns):
     out, history = two_turns
     evals = [h["step"] for h in history if "eval/turn_2/reward_mean" in h]
     # before task 0 of each epoch (after 0 and 4 tasks) and after 3 tasks (eval_interval=3)
-    assert evals == [0, 24, 32]
+    assert evals == [0, 18, 24]
     record = json.loads((out / "grpo_tiny" / "eval" / "env_step_24.json").read_text())
     assert len(record["batch_items"]) == 2  # eval_num_samples
     turn2 = record["prompts"][0][0][1]  # agent 0, task 0, turn 2

@@ -1,7 +1,7 @@
 """CoMLRL's ``rollout_buffer_size`` / ``train_batch_size`` on CPU: one update per buffer of tasks, an epoch's
 leftover tasks in one more, ceil(buffer / train_batch_size) optimizer steps per update (read from the
-checkpoint's scheduler and Adam counters), baselines within each task's group, and each task of a two-turn
-buffer continuing its own answers."""
+checkpoint's scheduler and Adam counters), baselines within each task's group, and two-turn tasks growing
+CoMLRL's joint tree."""
 
 from pathlib import Path
 
@@ -122,7 +122,7 @@ def test_iac_actor_and_critic_step_per_train_batch(tmp_path):
     assert counters(step / "critic", tmp_path) == (1, {2})
 
 
-def test_two_turn_tasks_of_one_buffer_each_continue_their_own_answers(tmp_path):
+def test_two_turn_joint_trees_branch_per_joint_answer_cut_early_and_discount_returns(tmp_path):
     start_local_ray()
     seen, transitions = [], []
 
@@ -131,24 +131,48 @@ def test_two_turn_tasks_of_one_buffer_each_continue_their_own_answers(tmp_path):
         return {}
 
     def external_transition(prompt, agent_completions, num_agents, **histories):
-        transitions.append((prompt, list(agent_completions)))
+        transitions.append((prompt, list(agent_completions), histories["response_history_per_agent"]))
         return [f"(after {prompt!r})"] * num_agents
 
-    with pytest.warns(UserWarning, match="turn k\\+1 continues the best joint answer"):
-        args = settings(MAGRPOConfig, tmp_path, num_turns=2, rollout_buffer_size=2, eval_interval=0)
+    tasks = [
+        {"prompt": "Task A: say something.", "value": 0.25},
+        {"prompt": "Task B: say a word.", "value": 1.0},
+    ]
+    args = settings(
+        MAGRPOConfig,
+        tmp_path,
+        num_turns=2,
+        rollout_buffer_size=2,
+        eval_interval=0,
+        early_termination_threshold=0.5,
+        discount=0.5,
+    )
     with MAGRPOTrainer(
         reward_func=reward_func,
-        train_dataset=TASKS[:2],
+        train_dataset=tasks,
         args=args,
         external_transition=external_transition,
         metrics_callback=record,
     ) as trainer:
-        history = trainer.train()
-    # one update of both tasks' two turns: 2 tasks x 2 turns x 2 joint samples
-    assert [(h["env_step"], h["task"]) for h in history] == [(8, 2.0)]
-    assert [p for p, _ in transitions] == [TASKS[0]["prompt"], TASKS[1]["prompt"]]
-    for task, (prompt, answers) in zip(TASKS, transitions):
-        mine = [s for s in seen if s.metadata["item"] == task]
-        # equal rewards: the best joint answer is the first; turn 2 of this task sees this task's transition
-        assert answers == [next(s.completion for s in mine if s.agent_idx == i) for i in (0, 1)]
-        assert {s.prompt.endswith(f"(after {prompt!r})") for s in mine if s.metadata["turn"] == 2} == {True}
+        [step] = trainer.train()
+    # task A (mean reward 0.25 <= 0.5) branches: each of its 2 joint answers continues in a node of its own;
+    # task B (mean 1.0 > 0.5) is cut after turn 1. env_steps: A 2 + 2 x 2, B 2
+    assert (step["env_step"], step["task"]) == (8, 2.0)
+    assert [p for p, _, _ in transitions] == [tasks[0]["prompt"]] * 2
+    first_turn = [s for s in seen if s.metadata["item"] == tasks[0] and s.metadata["turn"] == 1]
+    mine = [[s.completion for s in first_turn if s.agent_idx == i] for i in (0, 1)]
+    for j, (_, answers, responses) in enumerate(transitions):
+        # the transition gets joint answer j (answer j of each agent) and the branch's history, this turn's
+        assert answers == [mine[0][j], mine[1][j]]
+        assert responses == [[a] for a in answers]
+    by_turn = {t: [s for s in seen if s.metadata["turn"] == t] for t in (1, 2)}
+    assert len(by_turn[1]) == 2 * 2 * 2 and len(by_turn[2]) == 2 * 2 * 2  # B has no turn 2
+    assert {s.prompt.endswith(f"(after {tasks[0]['prompt']!r})") for s in by_turn[2]} == {True}
+    # returns: a leaf's is its reward; A's turn-1 answers 0.25 + 0.5 * 0.25; B's 1.0
+    assert {s.metadata["reward"] for s in by_turn[2]} == {0.25}
+    assert sorted({s.metadata["reward"] for s in by_turn[1]}) == [0.375, 1.0]
+    assert step["turn_1/expected_return"] == pytest.approx((0.375 * 2 + 1.0 * 2) / 4)
+    assert step["turn_2/expected_return"] == pytest.approx(0.25)
+    assert step["turn_1/reward_mean"] == pytest.approx((0.25 * 2 + 1.0 * 2) / 4)
+    # the returns are what the workers wrote on each trajectory's last token (16 trajectories)
+    assert step["critic/score/mean"] == pytest.approx((0.375 * 4 + 0.25 * 8 + 1.0 * 4) / 16)

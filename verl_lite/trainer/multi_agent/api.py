@@ -49,7 +49,7 @@ from verl_lite.trainer.runtime import Runtime, ppo_env_vars
 def agent_ppo_config(
     args: MultiAgentConfig,
     model_path: str | None,
-    groups_per_task: int,
+    groups_per_node: int,
     estimator: str,
     tokenizer_path: str | None = None,
     critic_path: str | None = None,
@@ -57,14 +57,15 @@ def agent_ppo_config(
     """The validated verl_lite config of one agent's policy, from ``configs/ppo_trainer.yaml``
     (``estimator`` gae brings the policy a critic of its own).
 
-    ``groups_per_task`` is how many prompt groups one task brings the policy (turns, times agents when they
-    share it). A mini-batch holds ``train_batch_size`` tasks' groups, so an update on a full buffer makes
-    ceil(rollout_buffer_size / train_batch_size) optimizer steps (a smaller buffer fewer).
+    ``groups_per_node`` is how many prompt groups one node of a task's joint tree brings the policy (the
+    agents sharing it). A mini-batch holds ``train_batch_size`` nodes' groups (CoMLRL's ``train_batch_size``
+    counts its tree's nodes), so with one turn an update on a full buffer makes
+    ceil(rollout_buffer_size / train_batch_size) optimizer steps, and more with several turns.
     """
     from verl_lite.trainer.load import compose_config, load_ppo_config
 
     top_k = args.top_k if args.top_k is not None else -1
-    mini_batch = groups_per_task * args.train_batch_size
+    mini_batch = groups_per_node * args.train_batch_size
     steps = -(-args.rollout_buffer_size // args.train_batch_size)
     overrides = [
         f"data.train_batch_size={mini_batch * steps}",
@@ -271,22 +272,23 @@ class MAGRPOTrainer:
         return self.history
 
     def train_step(self, epoch: int, index: int, items: list[dict[str, Any]]) -> dict[str, float]:
-        """One update on the training tasks ``items`` (from position ``index`` of ``epoch``): the evaluations
-        due before each of them, their samples, the update, the logs; returns the update's metrics."""
+        """One update on the training tasks ``items`` (from position ``index`` of ``epoch``): their joint
+        trees, the evaluations due before each of them, the update, the logs; returns its metrics."""
         loop, logger = self._start()
-        per_task = self.args.env_steps_per_task
+        rollout = loop.rollout(items, self.tasks_done + len(items))
+        # each task's env_steps are known now; the weights have not moved, so the evaluations due before
+        # tasks of this buffer run now, each logged at the env_step its task starts at
+        starts = [self.env_step + sum(rollout.env_steps[:j]) for j in range(len(items) + 1)]
         if self.eval_dataset is not None:
-            # every task of the buffer samples from the same weights, so its evaluations can all come first
             for j in range(len(items)):
                 if eval_due(self.tasks_done + j, index + j, self.args.eval_interval):
-                    self._evaluate(self.args.eval_num_samples, self.env_step + j * per_task)
-        metrics = loop.train_tasks(items, self.tasks_done + len(items))
-        for j, values in enumerate(loop.callback_metrics):
-            env_step = self.env_step + (j + 1) * per_task
-            logger.log_rollout(values, env_step)
+                    self._evaluate(self.args.eval_num_samples, starts[j])
+        metrics = loop.update(rollout, self.tasks_done + len(items))
+        for j, values in enumerate(rollout.callback_metrics):
+            logger.log_rollout(values, starts[j + 1])
             if values:
-                self.rollout_history.append({"env_step": env_step, **values})
-        self.env_step += per_task * len(items)
+                self.rollout_history.append({"env_step": starts[j + 1], **values})
+        self.env_step = starts[-1]
         self.tasks_done += len(items)
         metrics.update(epoch=float(epoch), task=float(self.tasks_done))
         if logger.log_train(metrics, self.env_step):
@@ -398,12 +400,12 @@ class MAGRPOTrainer:
             return self._loop, self._logger
         args = self.args
         policies = 1 if args.shared_policy else args.num_agents
-        per_task = args.num_turns * (args.num_agents if args.shared_policy else 1)
+        per_node = args.num_agents if args.shared_policy else 1
         configs = [
             agent_ppo_config(
                 args,
                 self.models[i],
-                per_task,
+                per_node,
                 self.estimator,
                 self.tokenizer_paths[i],
                 self.critic_paths[i],

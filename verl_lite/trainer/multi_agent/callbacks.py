@@ -7,7 +7,6 @@ testable without a model.
 from __future__ import annotations
 
 import inspect
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,29 +90,6 @@ def joint_rewards(
     if reward_processor is not None:
         rewards = [float(reward_processor(r)) for r in rewards]
     return rewards
-
-
-def cross_rewards(
-    reward_func: RewardFunc,
-    completions: Sequence[Sequence[str]],
-    batch_items: list[dict[str, Any]],
-    reward_processor: Callable[[float], float] | None = None,
-) -> tuple[list[float], list[list[float]]]:
-    """CoMLRL's ``joint_mode="cross"``: every combination of one answer per agent scored once (as
-    :func:`joint_rewards` scores a joint answer), processed.
-
-    Returns the combinations' rewards (in ``itertools.product`` order over the agents' answers) and, per
-    agent and answer, the sum of the rewards of the combinations that answer is in: its return, summed
-    as CoMLRL does, not averaged.
-    """
-    combos = list(itertools.product(*(range(len(answers)) for answers in completions)))
-    aligned = [[answers[combo[i]] for combo in combos] for i, answers in enumerate(completions)]
-    rewards = joint_rewards(reward_func, aligned, batch_items, reward_processor)
-    returns = [[0.0] * len(answers) for answers in completions]
-    for combo, reward in zip(combos, rewards):
-        for i, j in enumerate(combo):
-            returns[i][j] += reward
-    return rewards, returns
 
 
 def eval_due(tasks_done: int, task_in_epoch: int, eval_interval: int) -> bool:

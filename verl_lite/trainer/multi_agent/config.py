@@ -48,9 +48,10 @@ class MultiAgentConfig:
     top_k: int | None = 50
     # Turns per task; turns after the first get their prompts from the external transition.
     num_turns: int = 2
-    # CoMLRL's return discount over its joint tree; verl_lite scores each turn on its own (see the docs).
+    # A joint answer's return = its reward + discount * the mean return of the joint answers it continues in
+    # at the next turn (CoMLRL 1.4.3's MAGRPO accepts it but sums undiscounted: the same at 1.0).
     discount: float = 1.0
-    # CoMLRL's branch cut of its joint tree; verl_lite continues the best joint answer (see the docs).
+    # A node of the joint tree whose mean joint reward exceeds this has no children (None = never cut).
     early_termination_threshold: float | None = -0.2
     # Turns after the first: the external prompt replaces the formatter's text instead of following it.
     external_prompt_passthrough: bool = False
@@ -88,18 +89,6 @@ class MultiAgentConfig:
 
     # fewest joint samples per task: group baselines need two
     min_generations = 2
-
-    @property
-    def joint_answers_per_turn(self) -> int:
-        """Joint answers one task scores per turn (each a reward call, each an ``env_step``)."""
-        if self.joint_mode == "cross":
-            return self.num_generations**self.num_agents
-        return self.num_generations
-
-    @property
-    def env_steps_per_task(self) -> int:
-        """``env_step``s one training task adds: its joint answers over every turn."""
-        return self.joint_answers_per_turn * self.num_turns
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -140,16 +129,9 @@ class MultiAgentConfig:
             raise ValueError(f"{name}.top_p is {self.top_p}; it must lie in (0, 1].")
         if self.top_k is not None and (not isinstance(self.top_k, int) or self.top_k < 1):
             raise ValueError(f"{name}.top_k is {self.top_k!r}; use a positive integer or None (no top-k).")
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"{name}.discount is {self.discount}; it must lie in [0, 1].")
+        check_joint_tree(self.joint_mode, self.discount, name)
         if self.parallel_training not in ("none", "mp"):
             raise ValueError(f"{name}.parallel_training is {self.parallel_training!r}; use 'none' or 'mp'.")
-        if self.num_turns > 1:
-            warnings.warn(
-                f"{name}: turn k+1 continues the best joint answer of turn k, each turn scored on its own; "
-                "discount and early_termination_threshold (CoMLRL's joint tree) have no effect.",
-                stacklevel=3,
-            )
         placed = [key for key in DEVICE_FIELDS if getattr(self, key, None) not in (None, "none")]
         if placed:
             warnings.warn(
@@ -184,20 +166,15 @@ class MAGRPOConfig(MultiAgentConfig):
             raise ValueError(
                 f"{name}.advantage_mode is {self.advantage_mode!r}; use one of {', '.join(ADVANTAGE_MODES)}."
             )
-        check_joint_mode(self.joint_mode, self.num_turns, name)
 
 
-def check_joint_mode(joint_mode: str, num_turns: int, owner: str) -> None:
-    """Raise for a ``joint_mode`` not built here: unknown, or cross over several turns (``owner``: the config
-    named in the message)."""
+def check_joint_tree(joint_mode: str, discount: float, owner: str) -> None:
+    """Raise for an unknown ``joint_mode`` or a ``discount`` outside [0, 1] (``owner``: the config named in
+    the message)."""
     if joint_mode not in JOINT_MODES:
         raise ValueError(f"{owner}.joint_mode is {joint_mode!r}; use one of {', '.join(JOINT_MODES)}.")
-    if joint_mode == "cross" and num_turns > 1:
-        raise ValueError(
-            f"{owner}.joint_mode is 'cross' with num_turns={num_turns}; over several turns cross needs "
-            "CoMLRL's joint tree (a branch per combination), which verl_lite does not build: use num_turns=1, "
-            "or joint_mode='aligned'."
-        )
+    if not 0.0 <= discount <= 1.0:
+        raise ValueError(f"{owner}.discount is {discount}; it must lie in [0, 1].")
 
 
 @dataclass
@@ -305,9 +282,14 @@ class MultiAgentSection:
     num_agents: int = 2
     # Turns per task; turns after the first get their prompts from the external transition.
     num_turns: int = 1
-    # aligned: joint answer j = every agent's answer j; cross (num_turns=1 only): every combination of one
-    # answer per agent, each answer trained on the sum of its combinations' rewards (CoMLRL's joint_mode).
+    # aligned: joint answer j = every agent's answer j; cross: every combination of one answer per agent,
+    # each answer trained on the sum of its combinations' returns (CoMLRL's joint_mode).
     joint_mode: str = "aligned"
+    # Turns after the first: every joint answer continues in a node of its own (CoMLRL's joint tree),
+    # unless its node's mean joint reward exceeds this (null = always continue).
+    early_termination_threshold: float | None = None
+    # A joint answer's return = its reward + discount * the mean return of its next turn's joint answers.
+    discount: float = 1.0
     # Formatter files/functions in agent order, or one shared by all ([] = the rows' prompt field).
     formatters: list[Any] = field(default_factory=list)
     # The joint reward function: (agent0_completions, agent1_completions, ..., *, batch_items) -> rewards.
@@ -332,7 +314,7 @@ class MultiAgentSection:
         if isinstance(self.external_transition, dict):
             self.external_transition = FunctionRef(**self.external_transition)
         self.formatters = [FunctionRef(**f) if isinstance(f, dict) else f for f in self.formatters]
-        check_joint_mode(self.joint_mode, self.num_turns, "multi_agent")
+        check_joint_tree(self.joint_mode, self.discount, "multi_agent")
         if self.formatters and len(self.formatters) not in (1, self.num_agents):
             raise ValueError(
                 f"multi_agent.formatters lists {len(self.formatters)} formatters for num_agents={self.num_agents}; "

@@ -2,8 +2,9 @@
 
 Each agent is a ``WorkerGroups`` (its policy, rollout servers and agent-loop workers); agents that share
 one policy share one ``WorkerGroups``. Prompts and trajectories live in the KV store; the controller
-reads back only decoded answer texts (the reward function needs them) and sends one joint reward per
-trajectory back to the agent-loop workers, which put it on the trajectory's last model token.
+reads back only decoded answer texts (the reward function needs them), grows each task's joint tree over
+turns (:mod:`~verl_lite.trainer.multi_agent.joint_tree`) and sends one return per trajectory back to the
+agent-loop workers, which put it on the trajectory's last model token.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_lite.kv import KVBatchMeta
-from verl_lite.trainer.multi_agent.callbacks import cross_rewards, format_prompt, joint_rewards
+from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MultiAgentConfig
+from verl_lite.trainer.multi_agent.joint_tree import JointNode, compute_returns, continues, joint_combinations
 from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key
 from verl_lite.utils.metrics import reduce_metrics
 
@@ -66,6 +68,31 @@ def samples(agent_idx: int, prompt: str, answers: list[str], rewards: list[float
     ]
 
 
+def node_samples(node: JointNode, item: dict) -> list[RolloutSample]:
+    """``RolloutSample`` of every agent's answers at ``node``, each with the return it is trained on."""
+    return [
+        s
+        for i, answers in enumerate(node.answers)
+        for s in samples(i, node.prompts[i], answers, node.agent_returns(i), item, node.turn + 1)
+    ]
+
+
+@dataclass
+class TreeRollout:
+    """What :meth:`MultiAgentLoop.rollout` hands to :meth:`MultiAgentLoop.update` and the trainer."""
+
+    # every agent's trajectory meta of every turn (agent i's at positions i, i + num_agents, ...)
+    outs: list[KVBatchMeta]
+    # env_steps (joint rewards evaluated) each task took
+    env_steps: list[int]
+    # metrics_callback's values, one dict per task ({} without a callback)
+    callback_metrics: list[dict[str, float]]
+    # the turn_k/... metrics
+    metrics: dict[str, float]
+    # seconds the rollout took
+    seconds: float
+
+
 class MultiAgentLoop:
     """Generates every agent's answers, scores the joint answers, and updates each policy (MAGRPO, IAC, MAAC)."""
 
@@ -85,8 +112,6 @@ class MultiAgentLoop:
         self.fn = functions
         self.version = 0
         self._submitted = 0
-        # metrics_callback's values of the last update, one dict per task
-        self.callback_metrics: list[dict[str, float]] = []
 
     def state_dict(self) -> dict[str, int]:
         """What a resumed run needs to repeat the next task exactly: the weight version and the count of
@@ -99,71 +124,84 @@ class MultiAgentLoop:
         self._submitted = int(state["submitted"])
 
     # ---- one update -----------------------------------------------------------------------------
-    def train_tasks(self, items: list[dict[str, Any]], step: int) -> dict[str, float]:
-        """All turns of ``items`` (every task's prompts in one generation call per agent and turn), then one
-        update per policy over all of them; returns the update's metrics.
+    def rollout(self, items: list[dict[str, Any]], step: int) -> TreeRollout:
+        """Every task's joint tree (the open nodes of every task in one generation call per agent and turn),
+        each trajectory's return on its last token; the weights are not touched yet.
 
-        Each task's ``num_generations`` joint samples form its own group (its baseline and normalisation
-        stay within the task); ``turn_k/...`` metrics cover every task's joint samples. ``step`` names the
-        update (request ids, the mini-batch shuffle seed).
+        Each node's ``num_generations`` samples form their own prompt group (its baseline and
+        normalisation stay within the node); ``turn_k/...`` metrics cover every node of turn k. ``step``
+        names the update (request ids, the mini-batch shuffle seed).
         """
         start = time.perf_counter()
-        n_agents, size = len(self.agents), self.args.num_generations
-        parts: dict[int, list[KVBatchMeta]] = {}
+        empty = [[] for _ in self.agents]
+        roots = [
+            JointNode(r, 0, [self.prompt(a, item, None) for a in self.agents], (empty, empty))
+            for r, item in enumerate(items)
+        ]
+        turns: list[tuple[list[KVBatchMeta], list[JointNode]]] = []
+        env_steps = [0] * len(items)
+        nodes = roots
+        while nodes:
+            turns.append((self.grow(nodes, items, step), nodes))
+            for node in nodes:
+                env_steps[node.task] += len(node.rewards)
+            nodes = [child for node in nodes for child in node.children]
+        for root in roots:
+            compute_returns(root, self.args.discount)
         metrics: dict[str, float] = {}
-        rollouts: list[list[RolloutSample]] = [[] for _ in items]
-        external: list[list[Any]] = [[None] * n_agents for _ in items]
-        histories = [([[] for _ in self.agents], [[] for _ in self.agents]) for _ in items]
-        for turn in range(self.args.num_turns):
-            prompts = [
-                [self.prompt(a, item, external[r][i]) for r, item in enumerate(items)]
-                for i, a in enumerate(self.agents)
-            ]
-            outs = self.generate(prompts, step, "train", validate=False)
-            completions = self.each_agent(self.responses, outs)  # by task, then sample
-            # rewards: every joint answer's (the turn metrics); returns: each agent's answers' (trained on)
-            rewards: list[float] = []
-            returns: list[list[float]] = [[] for _ in self.agents]
-            for r, item in enumerate(items):
-                answers = [c[r * size : (r + 1) * size] for c in completions]
-                task_rewards, task_returns = self.score(answers, item)
-                rewards += task_rewards
-                for i in range(n_agents):
-                    returns[i] += task_returns[i]
-                    rollouts[r] += samples(i, prompts[i][r], answers[i], task_returns[i], item, turn + 1)
-                if turn + 1 < self.args.num_turns:  # aligned: joint answer j is every agent's answer j
-                    best = max(range(size), key=task_rewards.__getitem__)
-                    external[r] = self.transition(
-                        item, histories[r], [p[r] for p in prompts], [a[best] for a in answers]
-                    )
+        for turn, (outs, level) in enumerate(turns, start=1):
+            returns = [[r for node in level for r in node.agent_returns(i)] for i in range(len(self.agents))]
             self.each_agent(self.write_rewards, outs, returns)
-            for i, out in enumerate(outs):
-                parts.setdefault(id(self.agents[i].groups), []).append(out)
-            metrics.update(turn_metrics(turn + 1, rewards, completions))
+            metrics.update(turn_metrics(turn, level))
+        # metrics_callback's values, one dict per task, are logged at rollout time (no logging_steps gate)
+        callback = self.fn.metrics_callback
+        values = [{} for _ in items]
+        if callback is not None:
+            for root in roots:
+                rollouts = [s for node in root.walk() for s in node_samples(node, items[root.task])]
+                values[root.task] = {k: float(v) for k, v in callback(rollouts).items()}
+        outs = [o for turn_outs, _ in turns for o in turn_outs]
+        return TreeRollout(outs, env_steps, values, metrics, time.perf_counter() - start)
+
+    def grow(self, nodes: list[JointNode], items: list[dict[str, Any]], step: int) -> list[KVBatchMeta]:
+        """Generate, score and expand ``nodes`` (one turn's open nodes): every agent answers each node's
+        prompt ``num_generations`` times in one call; each joint answer continues in a child unless the
+        node is cut or its turn is the last. Returns each agent's trajectory meta, in node order."""
+        size, n_agents = self.args.num_generations, len(self.agents)
+        outs = self.generate([[n.prompts[i] for n in nodes] for i in range(n_agents)], step, "train", False)
+        completions = self.each_agent(self.responses, outs)  # by node, then sample
+        for k, node in enumerate(nodes):
+            item = items[node.task]
+            node.answers = [c[k * size : (k + 1) * size] for c in completions]
+            node.combos = joint_combinations(size, n_agents, self.args.joint_mode)
+            answers = [node.joint_answer(j) for j in range(len(node.combos))]
+            aligned = [[a[i] for a in answers] for i in range(n_agents)]
+            node.rewards = joint_rewards(self.fn.reward_func, aligned, [item], self.fn.reward_processor)
+            last = node.turn + 1 == self.args.num_turns
+            if last or not continues(node.rewards, self.args.early_termination_threshold):
+                continue
+            for j in range(len(node.combos)):
+                history = node.branch_history(j)
+                external = self.transition(item, history, node.joint_answer(j))
+                prompts = [self.prompt(a, item, external[i]) for i, a in enumerate(self.agents)]
+                node.children.append(JointNode(node.task, node.turn + 1, prompts, history))
+        return outs
+
+    def update(self, rollout: TreeRollout, step: int) -> dict[str, float]:
+        """One update per policy over every trajectory of ``rollout``; returns the rollout's and the
+        update's metrics."""
+        parts: dict[int, list[KVBatchMeta]] = {}
+        for i, out in enumerate(rollout.outs):
+            parts.setdefault(id(self.agents[i % len(self.agents)].groups), []).append(out)
         self.version += 1
         policies = [
             (next(a for a in self.agents if id(a.groups) == key), KVBatchMeta.concat(metas))
             for key, metas in parts.items()
         ]
-        metrics.update(self.update_policies(policies, step))
-        # metrics_callback's values, one dict per task, are logged at rollout time (no logging_steps gate)
-        self.callback_metrics = [
-            {k: float(v) for k, v in self.fn.metrics_callback(task_rollouts).items()}
-            if self.fn.metrics_callback is not None
-            else {}
-            for task_rollouts in rollouts
-        ]
-        metrics["timing_s/step"] = time.perf_counter() - start
+        start = time.perf_counter()
+        metrics = {**rollout.metrics, **self.update_policies(policies, step)}
+        metrics["timing_s/step"] = rollout.seconds + time.perf_counter() - start
         return metrics
-
-    def score(self, answers: list[list[str]], item: dict[str, Any]) -> tuple[list[float], list[list[float]]]:
-        """One task's joint answers scored (``answers``: per agent, its answers to the task): the joint
-        rewards, and per agent the return of each of its answers (``joint_mode``: aligned or cross)."""
-        fn = self.fn
-        if self.args.joint_mode == "cross":
-            return cross_rewards(fn.reward_func, answers, [item], fn.reward_processor)
-        rewards = joint_rewards(fn.reward_func, answers, [item], fn.reward_processor)
-        return rewards, [rewards] * len(answers)
 
     def update_policies(self, policies: list[tuple[Agent, KVBatchMeta]], step: int) -> dict[str, float]:
         """Log-probs → values → advantages → critic updates → actor updates → weight syncs → keys cleared.
@@ -226,18 +264,11 @@ class MultiAgentLoop:
         return format_prompt(agent.formatter, item, external)
 
     def transition(
-        self,
-        item: dict,
-        history: tuple[list[list[str]], list[list[str]]],
-        prompts: list[str],
-        answers: list[str],
+        self, item: dict, history: tuple[list[list[str]], list[list[str]]], answers: list[str]
     ) -> list[Any]:
-        """The next turn's external prompt per agent (CoMLRL's transition callback, or each agent's own
-        answer); ``history`` (prompts and answers per agent so far) gains this turn's ``prompts`` and
-        ``answers`` first."""
-        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
-            history[0][i].append(prompt)
-            history[1][i].append(answer)
+        """The next turn's external prompt per agent after the joint answer ``answers``: CoMLRL's
+        transition callback, or each agent's own answer. ``history`` holds the prompts and chosen answers
+        per agent along the branch, this turn's included."""
         if self.fn.external_transition is None:
             return list(answers)
         out = self.fn.external_transition(
@@ -330,7 +361,7 @@ class MultiAgentLoop:
         for begin in range(0, len(items), size):
             chunk = items[begin : begin + size]
             external = [[None] * n_agents for _ in chunk]
-            histories = [([[] for _ in range(n_agents)], [[] for _ in range(n_agents)]) for _ in chunk]
+            histories = [([[]] * n_agents, [[]] * n_agents) for _ in chunk]
             for turn in range(turns):
                 texts = [
                     [self.prompt(a, it, external[r][i]) for r, it in enumerate(chunk)]
@@ -350,10 +381,13 @@ class MultiAgentLoop:
                         per_item[begin + r] += samples(
                             i, texts[i][r], [answers[i][r]], [reward], it, turn + 1
                         )
-                    if turn + 1 < turns:
-                        external[r] = self.transition(
-                            it, histories[r], [t[r] for t in texts], [a[r] for a in answers]
+                    if turn + 1 < turns:  # one path: each turn's one joint answer continues
+                        prompts_so_far, answers_so_far = histories[r]
+                        histories[r] = (
+                            [[*h, texts[i][r]] for i, h in enumerate(prompts_so_far)],
+                            [[*h, answers[i][r]] for i, h in enumerate(answers_so_far)],
                         )
+                        external[r] = self.transition(it, histories[r], [a[r] for a in answers])
         metrics = {}
         for turn in range(turns):
             metrics[f"eval/turn_{turn + 1}/reward_mean"] = sum(rewards[turn]) / max(len(rewards[turn]), 1)
@@ -383,13 +417,18 @@ def submission_order(key: str) -> tuple[int, int]:
     return int(uid.rsplit("-", 1)[1]), session
 
 
-def turn_metrics(turn: int, rewards: list[float], completions: list[list[str]]) -> dict[str, float]:
-    """Per-turn training metrics: the joint reward's mean/max/min and each agent's mean answer length."""
+def turn_metrics(turn: int, nodes: list[JointNode]) -> dict[str, float]:
+    """Per-turn training metrics over the turn's ``nodes``: the joint reward's mean/max/min, CoMLRL's
+    expected return (the mean return), and each agent's mean answer length."""
+    rewards = [r for node in nodes for r in node.rewards]
+    returns = [r for node in nodes for r in node.returns]
     out = {
         f"turn_{turn}/reward_mean": sum(rewards) / len(rewards),
         f"turn_{turn}/reward_max": max(rewards),
         f"turn_{turn}/reward_min": min(rewards),
+        f"turn_{turn}/expected_return": sum(returns) / len(returns),
     }
-    for i, answers in enumerate(completions):
+    for i in range(len(nodes[0].answers)):
+        answers = [a for node in nodes for a in node.answers[i]]
         out[f"turn_{turn}/agent_{i}/response_chars"] = sum(len(a) for a in answers) / len(answers)
     return out

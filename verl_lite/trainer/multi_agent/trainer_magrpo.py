@@ -31,6 +31,8 @@ def magrpo_args(config: Any) -> MAGRPOConfig:
         num_agents=ma.num_agents,
         num_turns=ma.num_turns,
         joint_mode=ma.joint_mode,
+        early_termination_threshold=ma.early_termination_threshold,
+        discount=ma.discount,
         num_train_epochs=config.trainer.total_epochs,
         num_generations=arr.rollout.n,
         max_new_tokens=config.data.max_response_length,
@@ -105,7 +107,7 @@ class MAGRPOModeTrainer(PPOTrainer):
         every_epoch = args.num_train_epochs * self.updates_per_epoch
         self.total_steps = min(cfg.trainer.total_training_steps or every_epoch, every_epoch)
         if self.resume() is None:
-            self._evaluate_due_before(1)
+            self._evaluate_due(1, range(1), [])
         for step in range(self.global_step + 1, self.total_steps + 1):
             self.on_step_end(step, self.train_step(step))
         self.on_train_end()
@@ -118,21 +120,26 @@ class MAGRPOModeTrainer(PPOTrainer):
         return epoch, index, self.task_rows[index : index + self.tasks_per_update]
 
     def train_step(self, step: int) -> dict[str, float]:
-        """Update number ``step``: every turn of its tasks sampled together, one update; its metrics."""
+        """Update number ``step``: its tasks' joint trees sampled together, the evaluations due before its
+        later tasks (the weights have not moved yet), one update; its metrics."""
         epoch, index, items = self.update_tasks(step)
-        metrics = self.ma_loop.train_tasks(items, step)
+        rollout = self.ma_loop.rollout(items, step)
+        self._evaluate_due(step, range(1, len(items)), rollout.env_steps)
+        metrics = self.ma_loop.update(rollout, step)
         self.global_step = step
-        self.env_step += self.args.env_steps_per_task * len(items)
+        self.env_step += sum(rollout.env_steps)
         metrics.update(epoch=float(epoch), task=float(epoch * len(self.task_rows) + index + len(items)))
         return metrics
 
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
-        """Log (gated by ``logging_steps``), evaluate when due before the next update's tasks, checkpoint on
-        schedule (``trainer.save_freq`` updates, and after the last)."""
+        """Log (gated by ``logging_steps``), evaluate when due before the next update's first task,
+        checkpoint on schedule (``trainer.save_freq`` updates, and after the last)."""
         if self.ma_logger.log_train(metrics, self.env_step):
             self.history.append({"step": self.env_step, **metrics})
-        if step < self.total_steps:  # the next update's evaluations belong to this step's checkpoint
-            self._evaluate_due_before(step + 1)
+        # logged at this step's env step, that evaluation belongs to this step's checkpoint: a resume keeps
+        # the log lines up to the checkpoint's env step
+        if step < self.total_steps:
+            self._evaluate_due(step + 1, range(1), [])
         save_freq = self.config.trainer.save_freq
         if save_freq > 0 and (step % save_freq == 0 or step == self.total_steps):
             self.save_checkpoint(step)
@@ -158,16 +165,17 @@ class MAGRPOModeTrainer(PPOTrainer):
         agents = [Agent(self.groups, tokenizer, cfg, formatters[i]) for i in range(args.num_agents)]
         return MultiAgentLoop(args, agents, self.kv, functions)
 
-    def _evaluate_due_before(self, step: int) -> None:
-        """The evaluations due before each task of update ``step``, all now (its tasks sample from the
-        same weights), each logged at the env step its task starts at."""
+    def _evaluate_due(self, step: int, tasks: range, env_steps: list[int]) -> None:
+        """The evaluations due before the tasks ``tasks`` (positions) of update ``step``, each logged at the
+        env step its task starts at (``env_steps``: the update's tasks' env steps, known after its
+        rollout; none are needed for its first task)."""
         if not self.val_rows:
             return
-        epoch, index, items = self.update_tasks(step)
+        epoch, index, _ = self.update_tasks(step)
         tasks_done = epoch * len(self.task_rows) + index
-        for j in range(len(items)):
+        for j in tasks:
             if eval_due(tasks_done + j, index + j, self.args.eval_interval):
-                env_step = self.env_step + j * self.args.env_steps_per_task
+                env_step = self.env_step + sum(env_steps[:j])
                 metrics, records = self.ma_loop.evaluate(self.val_rows, env_step)
                 self.ma_logger.log_eval(metrics, env_step, records)
                 self.history.append({"step": env_step, **metrics})
