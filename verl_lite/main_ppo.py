@@ -28,7 +28,8 @@ def run(config) -> list[dict]:
     from verl_lite.trainer.task_runner import TaskRunner
 
     with SignalNotes() as notes, Runtime() as runtime:
-        slots = get_placement(config).slots(config)
+        # a multi-agent run with a policy per agent places each policy's pools as the config does
+        slots = get_placement(config).slots(config) * config.multi_agent.policies
         runtime.start_ray(config.ray_kwargs.ray_init, local_num_cpus(slots), ppo_env_vars(config))
         notes.install()  # again: ray.init sets a SIGTERM handler of its own
         # the runner's runtime env reaches every process it starts, also on a Ray this process had running

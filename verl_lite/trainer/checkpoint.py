@@ -233,3 +233,32 @@ def prune_checkpoints(root: str, max_to_keep: int | None) -> list[str]:
     for path in removed:
         shutil.rmtree(path, ignore_errors=True)
     return removed
+
+
+# ---- the shards of one or several policies ---------------------------------------------------------
+# One policy keeps the part names ``actor/`` and ``critic/`` (``model_merger`` reads them); several
+# policies (multi-agent runs) get ``policy_<k>/actor/`` and ``policy_<k>/critic/``.
+def policy_part(index: int, count: int, role: str) -> str:
+    """The folder of policy ``index``'s ``role`` (actor, critic) in a checkpoint of ``count`` policies."""
+    return role if count == 1 else os.path.join(f"policy_{index}", role)
+
+
+def unique_groups(groups: list[Any]) -> list[Any]:
+    """``groups`` without repeats, in first-seen order (agents sharing a policy share its groups)."""
+    return list({id(g): g for g in groups}.values())
+
+
+def save_policies(writer: CheckpointWriter, groups: list[Any]) -> None:
+    """Each policy's workers write their actor (and critic) shards into the checkpoint being written."""
+    for k, group in enumerate(groups):
+        group.actor.save_checkpoint(writer.part(policy_part(k, len(groups), "actor")))
+        if group.critic is not None:
+            group.critic.save_checkpoint(writer.part(policy_part(k, len(groups), "critic")))
+
+
+def load_policies(path: str, groups: list[Any]) -> None:
+    """Each policy's workers load their shards from checkpoint ``path`` (their rollouts are not synced)."""
+    for k, group in enumerate(groups):
+        group.actor.load_checkpoint(os.path.join(path, policy_part(k, len(groups), "actor")))
+        if group.critic is not None:
+            group.critic.load_checkpoint(os.path.join(path, policy_part(k, len(groups), "critic")))

@@ -101,6 +101,23 @@ def test_magrpo_mode_without_a_reward_file_is_refused_before_ray_starts(tmp_path
                 ],
             )
         )
+    reward = [f"multi_agent.reward_function.path={__file__}"]
+    with pytest.raises(
+        ConfigError, match=r"trainer.mode='iac' trains a critic: set algorithm.adv_estimator=gae"
+    ):
+        load_ppo_config(compose_config("ppo_trainer", ["trainer.mode=iac", *reward]))
+    with pytest.raises(ConfigError, match=r"multi_agent.agents\[0\].model='/elsewhere' differs from"):
+        load_ppo_config(
+            compose_config(
+                "ppo_trainer", ["trainer.mode=magrpo", *reward, "multi_agent.agents=[{model:/elsewhere},{}]"]
+            )
+        )
+    with pytest.raises(
+        ValueError, match="multi_agent.agents lists 1 agents for num_agents=2; give 2 entries"
+    ):
+        load_ppo_config(
+            compose_config("ppo_trainer", ["trainer.mode=magrpo", *reward, "multi_agent.agents=[{}]"])
+        )
     with pytest.raises(ValueError, match=r"multi_agent.discount is 2; it must lie in \[0, 1\]"):
         load_ppo_config(
             compose_config(

@@ -13,7 +13,7 @@ import ray
 
 from tests.trainer.helpers import train
 from tests.trainer.test_logging_on_cpu import read_wandb_history
-from verl_lite.trainer.validation import EMBEDDED_DATA
+from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK = Path(__file__).with_name("two_turn_task.py")
@@ -160,3 +160,40 @@ def test_two_turn_evaluation_sees_the_external_transition(two_turns):
     turn2 = record["prompts"][0][0][1]  # agent 0, task 0, turn 2
     assert "Turn 2. The other agent said:" in turn2
     assert repr(record["agent_completions_turns"][1][0][0][:6]) in turn2
+
+
+@pytest.mark.parametrize("mode", ["iac", "maac"])
+def test_actor_critic_modes_train_a_policy_per_agent_and_checkpoint_each(tmp_path, mode):
+    """main_ppo, trainer.mode=iac|maac with multi_agent.agents: agent 0 on the run's policy, agent 1 on its
+    own (the embedded model by path), 2 tasks in one update, one answer per agent (CoMLRL's default)."""
+    tasks = tmp_path / "tasks2.parquet"
+    pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(2).to_parquet(tasks)
+    history = train(
+        tmp_path,
+        f"trainer.mode={mode}",
+        "algorithm.adv_estimator=gae",
+        f"data.train_files={tasks}",
+        "trainer.total_epochs=1",
+        "trainer.save_freq=1",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.rollout.n=1",
+        "data.max_response_length=6",
+        "multi_agent.num_agents=2",
+        f"multi_agent.agents=[{{model:null}},{{model:{EMBEDDED_MODEL}}}]",
+        f"multi_agent.formatters=[{{path:{TASK},name:formatter}}]",
+        f"multi_agent.reward_function.path={TASK}",
+    )
+    [step] = history
+    assert step["step"] == 2 and step["task"] == 2.0  # 2 tasks x 1 joint answer
+    for k in (0, 1):  # each policy updates on its own agent's answers
+        assert f"policy_{k}/actor/pg_loss" in step and f"policy_{k}/critic/returns/mean" in step
+    checkpoint = tmp_path / "grpo_tiny" / "checkpoints" / "global_step_1"
+    parts = {p.relative_to(checkpoint).as_posix() for p in checkpoint.glob("policy_*/*")}
+    if mode == "iac":  # a critic per policy
+        assert {"policy_0/critic", "policy_1/critic"} <= parts
+        assert all(f"policy_{k}/critic/vf_loss" in step for k in (0, 1))
+    else:  # one centralised critic, the run's, trained on both agents' answers
+        assert "policy_0/critic" in parts and "policy_1/critic" not in parts
+        assert "critic/vf_loss" in step and "policy_1/critic/vf_loss" not in step
+    assert {"policy_0/actor", "policy_1/actor"} <= parts

@@ -20,17 +20,15 @@ from typing import Any
 from verl_lite.trainer.checkpoint import (
     CheckpointWriter,
     controller_rng_state,
+    load_policies,
     load_trainer_state,
     prune_checkpoints,
     restore_controller_rng,
-)
-from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
-from verl_lite.trainer.multi_agent.checkpointing import (
-    checkpoint_to_resume,
-    load_policies,
     save_policies,
     unique_groups,
 )
+from verl_lite.trainer.multi_agent.callbacks import agent_formatters, eval_due
+from verl_lite.trainer.multi_agent.checkpointing import checkpoint_to_resume
 from verl_lite.trainer.multi_agent.config import (
     ActorCriticConfig,
     IACConfig,
@@ -330,7 +328,9 @@ class MAGRPOTrainer:
             )
         loop, logger = self._start()
         loop.load_state_dict(state["loop"])
-        load_policies(path, self._policy_groups(), loop.version)
+        load_policies(path, self._policy_groups())
+        for groups in self._policy_groups():  # each rollout serves the restored weights, as after the update
+            groups.sync_weights(loop.version)
         self.tasks_done, self.epochs_done = int(state["global_step"]), int(state["epochs_done"])
         self.env_step = int(state["env_step"])
         self.history = list(state["history"])

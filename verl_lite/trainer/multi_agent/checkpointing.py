@@ -1,10 +1,5 @@
-"""Multi-agent checkpoints in verl_lite's one checkpoint layout (``trainer/checkpoint.py``): every policy's
-actor and critic shards, and the controller's progress in ``trainer_state.pt``.
-
-One policy (a shared one, or the Hydra mode's) keeps PPO's part names (``actor/``, ``critic/``), so
-``model_merger`` reads it as it reads a PPO checkpoint; several policies get ``policy_<k>/actor/`` and
-``policy_<k>/critic/``.
-"""
+"""CoMLRL's ``train()`` checkpoint arguments, checked and resolved to the checkpoint to resume
+(verl_lite's one layout, ``trainer/checkpoint.py``, with every policy's shards)."""
 
 from __future__ import annotations
 
@@ -13,39 +8,10 @@ import os
 from typing import Any
 
 from verl_lite.trainer.checkpoint import (
-    CheckpointWriter,
     checkpoint_damage,
     find_latest_checkpoint,
     is_complete,
 )
-
-
-def policy_part(index: int, count: int, role: str) -> str:
-    """The folder of policy ``index``'s ``role`` (actor, critic) in a checkpoint of ``count`` policies."""
-    return role if count == 1 else os.path.join(f"policy_{index}", role)
-
-
-def unique_groups(groups: list[Any]) -> list[Any]:
-    """``groups`` without repeats, in first-seen order (agents sharing a policy share its groups)."""
-    return list({id(g): g for g in groups}.values())
-
-
-def save_policies(writer: CheckpointWriter, groups: list[Any]) -> None:
-    """Each policy's workers write their actor (and critic) shards into the checkpoint being written."""
-    for k, group in enumerate(groups):
-        group.actor.save_checkpoint(writer.part(policy_part(k, len(groups), "actor")))
-        if group.critic is not None:
-            group.critic.save_checkpoint(writer.part(policy_part(k, len(groups), "critic")))
-
-
-def load_policies(path: str, groups: list[Any], version: int) -> None:
-    """Each policy's workers load their shards from checkpoint ``path``; its rollout then serves those
-    weights as weight ``version``, exactly as after the update that was saved."""
-    for k, group in enumerate(groups):
-        group.actor.load_checkpoint(os.path.join(path, policy_part(k, len(groups), "actor")))
-        if group.critic is not None:
-            group.critic.load_checkpoint(os.path.join(path, policy_part(k, len(groups), "critic")))
-        group.sync_weights(version)
 
 
 def checkpoint_to_resume(

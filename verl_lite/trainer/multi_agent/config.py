@@ -268,14 +268,21 @@ class FunctionRef:
 
 
 @dataclass
+class AgentEntry:
+    """One entry of ``multi_agent.agents``: an agent with a policy of its own."""
+
+    # Model folder of the agent's policy (null = actor_rollout_ref.model.path, a copy of its own).
+    model: str | None = None
+
+
+@dataclass
 class MultiAgentSection:
     """The ``multi_agent`` yaml group: what ``trainer.mode=magrpo`` adds to a verl_lite run.
 
     The other MAGRPO settings come from the usual keys: ``actor_rollout_ref.rollout.n`` is
     ``num_generations``, ``data.max_response_length`` is ``max_new_tokens``, ``trainer.total_epochs`` is
     ``num_train_epochs``, ``data.train_files`` / ``val_files`` are the task sets (each row a task dict).
-    Every agent is the run's one policy; agents with models of their own run through the Python API
-    (``MAGRPOTrainer``).
+    Every agent is the run's one policy, or with ``agents`` each its own.
     """
 
     # Number of agents (the reward function receives one completion list per agent).
@@ -290,6 +297,9 @@ class MultiAgentSection:
     early_termination_threshold: float | None = None
     # A joint answer's return = its reward + discount * the mean return of its next turn's joint answers.
     discount: float = 1.0
+    # One entry per agent, each a policy (worker groups) of its own: [{model: folder}, ...], agent 0 on the
+    # run's (its model must be null or actor_rollout_ref.model.path); [] = every agent is the run's policy.
+    agents: list[Any] = field(default_factory=list)
     # Formatter files/functions in agent order, or one shared by all ([] = the rows' prompt field).
     formatters: list[Any] = field(default_factory=list)
     # The joint reward function: (agent0_completions, agent1_completions, ..., *, batch_items) -> rewards.
@@ -308,12 +318,23 @@ class MultiAgentSection:
     # Least env_step gap between two training logs.
     logging_steps: int = 1
 
+    @property
+    def policies(self) -> int:
+        """Policies the run trains (each with its own worker groups and resource pools)."""
+        return max(1, len(self.agents))
+
     def __post_init__(self) -> None:
         if isinstance(self.reward_function, dict):
             self.reward_function = FunctionRef(**self.reward_function)
         if isinstance(self.external_transition, dict):
             self.external_transition = FunctionRef(**self.external_transition)
         self.formatters = [FunctionRef(**f) if isinstance(f, dict) else f for f in self.formatters]
+        self.agents = [AgentEntry(**a) if isinstance(a, dict) else a for a in self.agents]
+        if self.agents and len(self.agents) != self.num_agents:
+            raise ValueError(
+                f"multi_agent.agents lists {len(self.agents)} agents for num_agents={self.num_agents}; give "
+                f"{self.num_agents} entries (one policy each), or [] (every agent is the run's policy)."
+            )
         check_joint_tree(self.joint_mode, self.discount, "multi_agent")
         if self.formatters and len(self.formatters) not in (1, self.num_agents):
             raise ValueError(

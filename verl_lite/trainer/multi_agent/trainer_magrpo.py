@@ -1,21 +1,33 @@
-"""The ``magrpo`` trainer mode: MAGRPO driven from Hydra (``python -m verl_lite.main_ppo trainer.mode=magrpo``).
+"""The ``magrpo``, ``iac`` and ``maac`` trainer modes: CoMLRL's trainers driven from Hydra
+(``python -m verl_lite.main_ppo trainer.mode=magrpo``).
 
-The run's policy (built by the ``TaskRunner``) serves every agent; agents with models of their own run
-through the Python API (``MAGRPOTrainer``). Tasks are the
-original rows of ``data.train_files`` / ``val_files``; formatters, the reward function and the external
-transition are functions named by file, like ``reward.custom_reward_function``.
+The run's policy (built by the ``TaskRunner``) serves every agent, or with ``multi_agent.agents`` agent 0,
+each other agent getting worker groups of its own. Tasks are the original rows of ``data.train_files`` /
+``val_files``; formatters, the reward function and the external transition are functions named by file,
+like ``reward.custom_reward_function``.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from verl_lite.trainer.checkpoint import unique_groups
 from verl_lite.trainer.multi_agent.callbacks import RewardProcessors, agent_formatters, eval_due
-from verl_lite.trainer.multi_agent.config import FunctionRef, MAGRPOConfig
+from verl_lite.trainer.multi_agent.config import (
+    AgentEntry,
+    FunctionRef,
+    IACConfig,
+    MAACConfig,
+    MAGRPOConfig,
+    MultiAgentConfig,
+)
 from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
 from verl_lite.trainer.multi_agent.metrics_log import MetricsLogger
-from verl_lite.trainer.ppo.trainer_base import PPOTrainer, register_trainer
+from verl_lite.trainer.ppo.trainer_base import PPOTrainer, WorkerGroups, register_trainer
+from verl_lite.trainer.runtime import Runtime
 from verl_lite.utils.extensions import function_from_file
 
 
@@ -24,13 +36,18 @@ def load_function(ref: FunctionRef, key: str) -> Any:
     return function_from_file(ref.path, ref.name, key)
 
 
-def magrpo_args(config: Any) -> MAGRPOConfig:
-    """The MAGRPO settings of a verl_lite config (``multi_agent`` plus the usual rollout/data keys)."""
+def magrpo_args(config: Any, cls: type[MultiAgentConfig] = MAGRPOConfig) -> MultiAgentConfig:
+    """The ``cls`` settings of a verl_lite config (``multi_agent`` plus the usual rollout/data keys)."""
     ma, arr = config.multi_agent, config.actor_rollout_ref
-    return MAGRPOConfig(
+    own = (
+        {"joint_mode": ma.joint_mode, "advantage_mode": config.algorithm.return_baseline}
+        if issubclass(cls, MAGRPOConfig)
+        else {}
+    )
+    return cls(
+        **own,
         num_agents=ma.num_agents,
         num_turns=ma.num_turns,
-        joint_mode=ma.joint_mode,
         early_termination_threshold=ma.early_termination_threshold,
         discount=ma.discount,
         num_train_epochs=config.trainer.total_epochs,
@@ -41,21 +58,40 @@ def magrpo_args(config: Any) -> MAGRPOConfig:
         top_k=arr.rollout.top_k if arr.rollout.top_k > 0 else None,
         agent_learning_rate=arr.actor.optim.lr,
         advantage_normalization=config.algorithm.norm_adv_by_std_in_grpo,
-        advantage_mode=config.algorithm.return_baseline,
         reference_kl_enabled=config.algorithm.use_kl_in_reward,
         reference_kl_coef=config.algorithm.kl_ctrl.kl_coef,
         eval_interval=ma.eval_interval,
         eval_num_samples=ma.eval_num_samples,
         eval_batch_size=ma.eval_batch_size,
         logging_steps=ma.logging_steps,
-        shared_policy=True,
+        shared_policy=not ma.agents,
         output_dir=config.trainer.run_path,
     )
+
+
+def agent_config(config: Any, entry: AgentEntry, critic: bool) -> Any:
+    """The run's config for an agent with a policy of its own: its model (actor, rollout, tokenizer and,
+    with ``critic``, critic), or without ``critic`` no critic."""
+    arr = config.actor_rollout_ref
+    path = entry.model or arr.model.path
+    tokenizer = arr.model.tokenizer_path if entry.model is None else None
+    out = replace(
+        config, actor_rollout_ref=replace(arr, model=replace(arr.model, path=path, tokenizer_path=tokenizer))
+    )
+    if not critic:
+        return replace(out, critic=replace(out.critic, enable=False))
+    if entry.model is None:
+        return out
+    return replace(out, critic=replace(out.critic, model=replace(out.critic.model, path=path)))
 
 
 @register_trainer("magrpo")
 class MAGRPOModeTrainer(PPOTrainer):
     """``fit`` runs MAGRPO over the task rows instead of the PPO step (the hooks keep their meaning)."""
+
+    # the settings class of the mode, and whether the first policy's critic values every agent's answers
+    args_cls: type[MultiAgentConfig] = MAGRPOConfig
+    centralised_critic = False
 
     @staticmethod
     def config_problems(config: Any) -> list[str]:
@@ -66,6 +102,13 @@ class MAGRPOModeTrainer(PPOTrainer):
             out.append(
                 "trainer.mode='magrpo' needs multi_agent.reward_function.path (got null): the python file "
                 "defining the joint reward function named by multi_agent.reward_function.name."
+            )
+        run_model = config.actor_rollout_ref.model.path
+        if ma.agents and ma.agents[0].model not in (None, run_model):
+            out.append(
+                f"multi_agent.agents[0].model={ma.agents[0].model!r} differs from actor_rollout_ref.model.path="
+                f"{run_model!r}; agent 0 runs on the run's policy: give it that path, null, or move its model "
+                "to actor_rollout_ref.model.path."
             )
         refs = [(f"multi_agent.formatters[{i}].path", f) for i, f in enumerate(ma.formatters)]
         refs += [("multi_agent.reward_function.path", ma.reward_function)]
@@ -90,8 +133,14 @@ class MAGRPOModeTrainer(PPOTrainer):
         ``rollout_buffer_size``), evaluating and checkpointing on schedule; a checkpoint
         (``trainer.resume_mode``) is resumed first."""
         cfg = self.config
-        self.args = args = magrpo_args(cfg)
-        self.ma_loop = self._multi_agent_loop(args)
+        self.args = args = magrpo_args(cfg, self.args_cls)
+        with Runtime() as runtime:  # the other agents' policies, ended with the run
+            self.ma_loop = self._multi_agent_loop(args, runtime)
+            return self._train()
+
+    def _train(self) -> list[dict[str, float]]:
+        """``fit`` once every policy runs."""
+        cfg, args = self.config, self.args
         self.ma_logger = MetricsLogger(args, None, tracker=self.tracker)
         self.env_step = 0
         dataset = self.train_batches.dataset
@@ -144,8 +193,9 @@ class MAGRPOModeTrainer(PPOTrainer):
         if save_freq > 0 and (step % save_freq == 0 or step == self.total_steps):
             self.save_checkpoint(step)
 
-    def _multi_agent_loop(self, args: MAGRPOConfig) -> MultiAgentLoop:
-        """The loop over the run's one policy, every agent with its formatter, and the task's functions."""
+    def _multi_agent_loop(self, args: MultiAgentConfig, runtime: Runtime) -> MultiAgentLoop:
+        """The loop over the agents' policies (the run's, and with ``multi_agent.agents`` one per other agent,
+        started in ``runtime``), every agent with its formatter, and the task's functions."""
         cfg, ma = self.config, self.config.multi_agent
         formatters = [load_function(f, f"multi_agent.formatters[{i}]") for i, f in enumerate(ma.formatters)]
         transition = ma.external_transition
@@ -159,11 +209,30 @@ class MAGRPOModeTrainer(PPOTrainer):
         formatters = agent_formatters(
             formatters[0] if len(formatters) == 1 else (formatters or None), args.num_agents
         )
+        configs = [cfg] + [agent_config(cfg, e, not self.centralised_critic) for e in ma.agents[1:]]
+        groups: list[WorkerGroups] = [self.groups]
+        if len(configs) > 1:  # every other policy's processes start and load their models at once
+            with ThreadPoolExecutor(len(configs) - 1, thread_name_prefix="start-policy") as starter:
+                groups += list(starter.map(runtime.start_policy, configs[1:]))
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model.tokenizer_path or cfg.model.path)
-        agents = [Agent(self.groups, tokenizer, cfg, formatters[i]) for i in range(args.num_agents)]
-        return MultiAgentLoop(args, agents, self.kv, functions)
+        tokenizers = [AutoTokenizer.from_pretrained(c.model.tokenizer_path or c.model.path) for c in configs]
+        k = len(configs)
+        agents = [
+            Agent(groups[i % k], tokenizers[i % k], configs[i % k], formatters[i])
+            for i in range(args.num_agents)
+        ]
+        critic = self.groups.critic if self.centralised_critic else None
+        return MultiAgentLoop(args, agents, self.kv, functions, critic=critic)
+
+    def policies(self) -> list[WorkerGroups]:
+        """Every agent's policy, in agent order (a checkpoint holds each)."""
+        return unique_groups([agent.groups for agent in self.ma_loop.agents])
+
+    def sync_weights(self, version: int) -> None:
+        """Every policy's rollout serves its weights as ``version``."""
+        for groups in self.policies():
+            groups.sync_weights(version)
 
     def _evaluate_due(self, step: int, tasks: range, env_steps: list[int]) -> None:
         """The evaluations due before the tasks ``tasks`` (positions) of update ``step``, each logged at the
@@ -198,3 +267,29 @@ class MAGRPOModeTrainer(PPOTrainer):
     def logged_step(self) -> int:
         """The loggers file this mode's lines under the env step."""
         return self.env_step
+
+
+@register_trainer("iac")
+class IACModeTrainer(MAGRPOModeTrainer):
+    """CoMLRL's IAC from Hydra: every policy has its own critic (GAE on the joint return)."""
+
+    args_cls = IACConfig
+
+    @staticmethod
+    def config_problems(config: Any) -> list[str]:
+        """The ``magrpo`` mode's problems, and a critic (``algorithm.adv_estimator=gae``)."""
+        out = MAGRPOModeTrainer.config_problems(config)
+        if not config.use_critic:
+            out.append(
+                f"trainer.mode={config.trainer.mode!r} trains a critic: set algorithm.adv_estimator=gae "
+                f"(got {config.algorithm.adv_estimator!r})."
+            )
+        return out
+
+
+@register_trainer("maac")
+class MAACModeTrainer(IACModeTrainer):
+    """CoMLRL's MAAC from Hydra: one centralised critic, the run's, values every agent's answers."""
+
+    args_cls = MAACConfig
+    centralised_critic = True

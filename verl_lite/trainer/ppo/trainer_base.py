@@ -7,7 +7,6 @@ is ``KVBatchMeta`` and scalars.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -19,10 +18,12 @@ from verl_lite.kv import KVBatchMeta
 from verl_lite.trainer.checkpoint import (
     CheckpointWriter,
     controller_rng_state,
+    load_policies,
     load_trainer_state,
     prune_checkpoints,
     resolve_resume_path,
     restore_controller_rng,
+    save_policies,
 )
 from verl_lite.trainer.config import PPOConfig
 from verl_lite.trainer.generation_dump import generation_rows, write_generations
@@ -387,9 +388,7 @@ class PPOTrainer:
         writer = CheckpointWriter(trainer.checkpoint_dir, step)
         self.saving = True  # a stop request waits for the publish (trainer/stopping.py)
         try:
-            self.groups.actor.save_checkpoint(writer.part("actor"))
-            if self.groups.critic is not None:
-                self.groups.critic.save_checkpoint(writer.part("critic"))
+            save_policies(writer, self.policies())
             writer.save_trainer_state(self.state_dict())
             path = writer.publish()
         finally:
@@ -409,9 +408,7 @@ class PPOTrainer:
                 )
             return None
         state = load_trainer_state(path)
-        self.groups.actor.load_checkpoint(os.path.join(path, "actor"))
-        if self.groups.critic is not None:
-            self.groups.critic.load_checkpoint(os.path.join(path, "critic"))
+        load_policies(path, self.policies())
         self.load_state_dict(state)
         # The rollout serves the restored weights, exactly as after the step that was saved.
         self.sync_weights(self.global_step)
@@ -422,6 +419,10 @@ class PPOTrainer:
     def logged_step(self) -> int:
         """The step the loggers filed the last finished step under (a resume drops what came later)."""
         return self.global_step
+
+    def policies(self) -> list[WorkerGroups]:
+        """The worker groups of every policy a checkpoint holds: the run's one policy."""
+        return [self.groups]
 
     # ---- helpers --------------------------------------------------------------------------------
     @contextmanager
