@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
         eval_num_samples=len(eval_dataset),
         eval_batch_size=1,
         logging_steps=opts.num_generations,
+        rollout_buffer_size=1,  # an update after every task (CoMLRL's default buffers 2, IAC/MAAC 8)
         shared_policy=opts.shared_policy,
         output_dir=opts.output_dir,
         seed=opts.seed,

@@ -39,6 +39,7 @@ def settings(cls, tmp_path):
         eval_interval=0,
         eval_num_samples=1,
         logging_steps=1,
+        rollout_buffer_size=1,  # an update per task
         output_dir=str(tmp_path),
     )
 

@@ -57,6 +57,7 @@ def _run(trainer_cls, output_dir: Path, **train_kwargs):
         eval_interval=2,
         eval_num_samples=1,
         logging_steps=1,
+        rollout_buffer_size=1,  # an update per task
         output_dir=str(output_dir),
     )
     with trainer_cls(
@@ -132,6 +133,7 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
             max_new_tokens=4,
             eval_interval=0,
             logging_steps=1,
+            rollout_buffer_size=1,  # an update per task
             shared_policy=True,
             output_dir=str(tmp_path),
         )

@@ -3,7 +3,6 @@ the multi-turn transition contract, the return baselines; one MAReMax run with C
 
 import dataclasses
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from verl_lite.trainer.multi_agent import (
 from verl_lite.trainer.multi_agent.api import agent_ppo_config
 from verl_lite.trainer.multi_agent.loop import Agent, MultiAgentLoop, TaskFunctions
 
-# CoMLRL 1.4.3's MAGRPOConfig fields and defaults (rollout_buffer_size differs: verl_lite's default is 1)
+# CoMLRL 1.4.3's MAGRPOConfig fields and defaults
 COMLRL_MAGRPO = {
     "num_train_epochs": 20,
     "agent_learning_rate": 5.0e-6,
@@ -47,7 +46,8 @@ COMLRL_MAGRPO = {
     "eval_interval": 16,
     "eval_num_samples": 4,
     "eval_batch_size": 1,
-    "train_batch_size": 1,
+    "rollout_buffer_size": 2,
+    "train_batch_size": 2,
     "advantage_normalization": True,
     "advantage_mode": "mean",
     "reference_kl_enabled": False,
@@ -64,6 +64,8 @@ COMLRL_IAC_ONLY = {
     "value_head_hidden_dim": None,
     "critic_devices": None,
     "num_generations": 1,
+    "rollout_buffer_size": 8,
+    "train_batch_size": 8,
     "num_train_epochs": 40,
     "logging_steps": 1,
     "top_k": None,
@@ -71,9 +73,7 @@ COMLRL_IAC_ONLY = {
 
 
 def test_configs_take_comlrl_field_names_with_its_defaults():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # num_turns=2 by default: the joint-tree notice
-        magrpo, iac = MAGRPOConfig(), IACConfig()
+    magrpo, iac = MAGRPOConfig(), IACConfig()
     assert {k: getattr(magrpo, k) for k in COMLRL_MAGRPO} == COMLRL_MAGRPO
     assert {k: getattr(iac, k) for k in COMLRL_IAC_ONLY} == COMLRL_IAC_ONLY
     assert "rollout_buffer_size" in {f.name for f in dataclasses.fields(MAACConfig)}
@@ -306,6 +306,7 @@ def test_cross_mode_trains_each_agent_on_the_sum_over_its_answers_combinations(t
         agent_learning_rate=1e-4,
         eval_interval=0,
         logging_steps=1,
+        rollout_buffer_size=1,  # an update per task
         output_dir=str(tmp_path),
     )
     tasks = [{"prompt": "Name a colour."}, {"prompt": "Name a fruit."}]

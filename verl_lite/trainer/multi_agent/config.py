@@ -61,11 +61,12 @@ class MultiAgentConfig:
     eval_num_samples: int | None = 4
     # Evaluation tasks per generation call (one answer per agent per turn each).
     eval_batch_size: int = 1
-    # Tasks whose joint samples are generated together and trained in one update (an epoch's last update
-    # takes the tasks left over). CoMLRL counts turn nodes of its joint tree: the same when num_turns=1.
-    rollout_buffer_size: int = 1
-    # Tasks per optimiser step within an update, all their turns together: ceil(rollout_buffer_size /
-    # train_batch_size) steps per update (None = rollout_buffer_size, one step).
+    # Tasks whose joint trees are generated together and trained in one update (an epoch's last update
+    # takes the tasks left over). CoMLRL counts its trees' nodes: the same when num_turns=1.
+    rollout_buffer_size: int = 2
+    # Joint-tree nodes (one turn of one task's branch; with one turn, tasks) per optimiser step within an
+    # update: ceil(rollout_buffer_size / train_batch_size) steps per one-turn update (None =
+    # rollout_buffer_size).
     train_batch_size: int | None = None
     # Standardise each group's advantages (GRPO-style); for IAC/MAAC, GAE's whitening is always on.
     advantage_normalization: bool = True
@@ -205,6 +206,7 @@ class ActorCriticConfig(MultiAgentConfig):
     num_train_epochs: int = 40
     logging_steps: int = 1
     num_generations: int = 1
+    rollout_buffer_size: int = 8
     top_k: int | None = None
     # Adam learning rate of the critic(s) (None = agent_learning_rate).
     critic_learning_rate: float | None = 5.0e-6

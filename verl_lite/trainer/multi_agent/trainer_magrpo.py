@@ -60,6 +60,7 @@ def magrpo_args(config: Any, cls: type[MultiAgentConfig] = MAGRPOConfig) -> Mult
         advantage_normalization=config.algorithm.norm_adv_by_std_in_grpo,
         reference_kl_enabled=config.algorithm.use_kl_in_reward,
         reference_kl_coef=config.algorithm.kl_ctrl.kl_coef,
+        rollout_buffer_size=config.data.train_batch_size,
         eval_interval=ma.eval_interval,
         eval_num_samples=ma.eval_num_samples,
         eval_batch_size=ma.eval_batch_size,
