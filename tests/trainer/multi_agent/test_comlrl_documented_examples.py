@@ -194,7 +194,8 @@ def custom_external(prompt, agent_completions, num_agents, prompt_history_per_ag
     return [f"{prompt}\nYour last answer: {agent_completions[i]}\nImprove it." for i in range(num_agents)]
 
 
-def test_multi_turn_transition_gets_comlrl_keywords_and_every_turn_is_scored():
+def multi_turn_run(**threshold):
+    """The docs' two-turn MAGRPO with the custom external transition; returns its history and the calls."""
     calls = []
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     trainer = MAGRPOTrainer(
@@ -204,23 +205,27 @@ def test_multi_turn_transition_gets_comlrl_keywords_and_every_turn_is_scored():
         train_dataset=Dataset.from_dict({"prompt": STORY_PROMPTS[:1]}),
         reward_func=partial(proper_length_ratio_reward, target_min=2, target_max=3),
         external_transition=recorded(custom_external, calls),
-        # the length-ratio reward is >= 0, above CoMLRL's default early_termination_threshold (-0.2),
-        # which would cut every tree after turn 1 (in CoMLRL too): None grows the whole tree
         args=MAGRPOConfig(
-            num_turns=2,
-            num_train_epochs=1,
-            num_generations=2,
-            max_new_tokens=8,
-            logging_steps=1,
-            early_termination_threshold=None,
+            num_turns=2, num_train_epochs=1, num_generations=2, max_new_tokens=8, logging_steps=1, **threshold
         ),
     )
     with trainer:
-        history = trainer.train()
-    assert len(history) == 1
-    assert {"turn_1/reward_mean", "turn_2/reward_mean", "turn_2/expected_return"} <= set(history[0])
+        return trainer.train(), calls
+
+
+def test_multi_turn_as_documented_is_cut_after_turn_1_as_in_comlrl():
+    # the length-ratio reward is >= 0, above CoMLRL's default early_termination_threshold (-0.2): the
+    # root's mean reward exceeds it, so no joint answer continues (CoMLRL behaves the same)
+    [step], calls = multi_turn_run()
+    assert calls == [] and step["env_step"] == 2
+    assert "turn_1/reward_mean" in step and not any(k.startswith("turn_2/") for k in step)
+
+
+def test_multi_turn_transition_gets_comlrl_keywords_and_every_turn_is_scored():
+    [step], calls = multi_turn_run(early_termination_threshold=None)  # grow the whole tree
+    assert {"turn_1/reward_mean", "turn_2/reward_mean", "turn_2/expected_return"} <= set(step)
     # each of turn 1's 2 joint answers continues in a node of 2 joint answers: 2 + 2 x 2 rewards
-    assert len(calls) == 2 and history[0]["env_step"] == 6
+    assert len(calls) == 2 and step["env_step"] == 6
     args, kwargs, out = calls[0]
     assert args == ()  # called by keyword, as CoMLRL does
     assert set(kwargs) == {
