@@ -101,8 +101,8 @@ class MAGRPOModeTrainer(PPOTrainer):
         out = []
         if not ma.reward_function.path:
             out.append(
-                "trainer.mode='magrpo' needs multi_agent.reward_function.path (got null): the python file "
-                "defining the joint reward function named by multi_agent.reward_function.name."
+                f"trainer.mode={config.trainer.mode!r} needs multi_agent.reward_function.path (got null): the "
+                "python file defining the joint reward function named by multi_agent.reward_function.name."
             )
         run_model = config.actor_rollout_ref.model.path
         if ma.agents and ma.agents[0].model not in (None, run_model):
