@@ -1,5 +1,7 @@
 """Device, backend and attention choices of the training engine, played on CPU with what Ray would set."""
 
+import socket
+
 import pytest
 import torch
 
@@ -36,6 +38,8 @@ def test_a_gpu_missing_from_the_visible_list_is_refused_naming_both():
 def test_init_distributed_on_rank_one_of_a_ray_gpu_group_picks_its_visible_device(monkeypatch):
     # What Ray sets in the second actor of a 2-GPU group: LOCAL_RANK 1 (its bundle), one visible GPU.
     monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     monkeypatch.setenv("MASTER_PORT", "12345")
     monkeypatch.setattr(base, "_ray_gpu_ids", lambda: ["1"])
@@ -86,3 +90,24 @@ def test_packed_attention_falls_back_to_varlen_sdpa(device, dtype, flash, expect
 
 def test_packed_attention_on_this_machine_without_flash_attn_is_varlen_sdpa():
     assert packed_attention_implementation(torch.device("cpu"), torch.float32) == VARLEN_SDPA
+
+
+def test_a_one_process_group_needs_no_port(monkeypatch):
+    # a port probed free by the worker group can be taken by another process before rank 0 binds it
+    # (EADDRINUSE seen under a parallel suite); one process rendezvouses in memory instead
+    taken = socket.socket()
+    taken.bind(("", 0))
+    taken.listen()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(taken.getsockname()[1]))  # taken meanwhile by another process
+    monkeypatch.setattr(base.torch.cuda, "is_available", lambda: False)
+    assert not base.dist.is_initialized()
+    try:
+        base.init_distributed("auto")
+        assert base.dist.get_world_size() == 1 and base.dist.get_backend() == "gloo"
+    finally:
+        if base.dist.is_initialized():
+            base.dist.destroy_process_group()
+        taken.close()

@@ -110,6 +110,11 @@ def init_distributed(backend: str = "auto") -> None:
                 _ray_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"), int(os.environ.get("LOCAL_RANK", 0))
             )
         )
+    if os.environ["WORLD_SIZE"] == "1":
+        # one process needs no rendezvous: an in-process store, no port that another process could take
+        # between the worker group's probe and this bind
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+        return
     dist.init_process_group(backend=backend, init_method="env://")
 
 
