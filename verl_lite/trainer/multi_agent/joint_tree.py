@@ -46,12 +46,7 @@ class JointNode:
     def branch_history(self, j: int) -> tuple[list[list[str]], list[list[str]]]:
         """The history a child of joint answer ``j`` starts from: this node's prompts and that joint answer
         added to each agent's."""
-        prompts, answers = self.history
-        chosen = self.joint_answer(j)
-        return (
-            [[*p, self.prompts[i]] for i, p in enumerate(prompts)],
-            [[*a, chosen[i]] for i, a in enumerate(answers)],
-        )
+        return extend_history(self.history, self.prompts, self.joint_answer(j))
 
     def agent_returns(self, agent: int) -> list[float]:
         """Per answer of ``agent``: the sum of the returns of the joint answers it is in."""
@@ -65,6 +60,17 @@ class JointNode:
         yield self
         for child in self.children:
             yield from child.walk()
+
+
+def extend_history(
+    history: tuple[list[list[str]], list[list[str]]], prompts: list[str], answers: list[str]
+) -> tuple[list[list[str]], list[list[str]]]:
+    """A new (prompts, answers) history per agent: ``history`` with one more turn's ``prompts`` and
+    ``answers`` (one per agent) added; ``history`` itself is left as it was."""
+    return (
+        [[*h, prompts[i]] for i, h in enumerate(history[0])],
+        [[*h, answers[i]] for i, h in enumerate(history[1])],
+    )
 
 
 def joint_combinations(num_answers: int, num_agents: int, joint_mode: str) -> list[tuple[int, ...]]:

@@ -18,7 +18,13 @@ from typing import Any
 from verl_lite.kv import KVBatchMeta
 from verl_lite.trainer.multi_agent.callbacks import format_prompt, joint_rewards
 from verl_lite.trainer.multi_agent.config import MultiAgentConfig
-from verl_lite.trainer.multi_agent.joint_tree import JointNode, compute_returns, continues, joint_combinations
+from verl_lite.trainer.multi_agent.joint_tree import (
+    JointNode,
+    compute_returns,
+    continues,
+    extend_history,
+    joint_combinations,
+)
 from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key
 from verl_lite.utils.metrics import reduce_metrics
 
@@ -170,12 +176,13 @@ class MultiAgentLoop:
         size, n_agents = self.args.num_generations, len(self.agents)
         outs = self.generate([[n.prompts[i] for n in nodes] for i in range(n_agents)], step, "train", False)
         completions = self.each_agent(self.responses, outs)  # by node, then sample
+        combos = joint_combinations(size, n_agents, self.args.joint_mode)
         for k, node in enumerate(nodes):
             item = items[node.task]
             node.answers = [c[k * size : (k + 1) * size] for c in completions]
-            node.combos = joint_combinations(size, n_agents, self.args.joint_mode)
-            answers = [node.joint_answer(j) for j in range(len(node.combos))]
-            aligned = [[a[i] for a in answers] for i in range(n_agents)]
+            node.combos = combos
+            # per agent, its answer in each joint answer: the reward function's argument lists
+            aligned = [[node.answers[i][c[i]] for c in combos] for i in range(n_agents)]
             node.rewards = joint_rewards(self.fn.reward_func, aligned, [item], self.fn.reward_processor)
             last = node.turn + 1 == self.args.num_turns
             if last or not continues(node.rewards, self.args.early_termination_threshold):
@@ -382,12 +389,9 @@ class MultiAgentLoop:
                             i, texts[i][r], [answers[i][r]], [reward], it, turn + 1
                         )
                     if turn + 1 < turns:  # one path: each turn's one joint answer continues
-                        prompts_so_far, answers_so_far = histories[r]
-                        histories[r] = (
-                            [[*h, texts[i][r]] for i, h in enumerate(prompts_so_far)],
-                            [[*h, answers[i][r]] for i, h in enumerate(answers_so_far)],
-                        )
-                        external[r] = self.transition(it, histories[r], [a[r] for a in answers])
+                        chosen = [a[r] for a in answers]
+                        histories[r] = extend_history(histories[r], [t[r] for t in texts], chosen)
+                        external[r] = self.transition(it, histories[r], chosen)
         metrics = {}
         for turn in range(turns):
             metrics[f"eval/turn_{turn + 1}/reward_mean"] = sum(rewards[turn]) / max(len(rewards[turn]), 1)
