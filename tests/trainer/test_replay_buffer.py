@@ -264,17 +264,18 @@ def test_drop_strategy_evicts_groups_older_than_the_threshold_and_refills(client
     assert "old_0_0" not in client.kv_list(part)[part]
 
 
-def test_wait_strategy_holds_sampling_while_an_in_flight_group_is_too_old(client, part):
+def test_wait_strategy_holds_sampling_while_an_in_flight_group_is_at_the_bound(client, part):
     cfg = ReplayBufferConfig(
         max_off_policy_threshold=2, off_policy_strategy="wait", timeout_s=0.3, poll_interval_s=0.02
     )
     buffer = ReplayBuffer(cfg, client=client)
-    buffer.add_groups(["slow"], global_steps=2, partition_id=part)
+    # at step 5 "slow" is 2 steps old: trained later, it would pass the bound, so this step waits for it
+    buffer.add_groups(["slow"], global_steps=3, partition_id=part)
     buffer.add_groups(["fresh"], global_steps=4, partition_id=part)
     roll_out(client, part, "slow", [1], samples=2)
     roll_out(client, part, "fresh", [0, 1])
     with pytest.raises(
-        TimeoutError, match=r"held while 1 in-flight group\(s\) are older than max_off_policy_threshold=2"
+        TimeoutError, match=r"held while 1 in-flight group\(s\) at max_off_policy_threshold=2 steps old or"
     ):
         buffer.sample(global_step=5, partition_id=part, batch_size=1)
     roll_out(client, part, "slow", [1, 0])  # once it lands it is kept (not dropped) and sampled first

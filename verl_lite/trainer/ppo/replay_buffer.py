@@ -452,18 +452,19 @@ class ReplayBuffer:
             f"trainer.sample_timeout_s={self.config.timeout_s:g})"
         )
         if held:
-            line += f"; held by {len(held)} group(s) older than max_off_policy_threshold (e.g. {held[0]!r})"
+            line += f"; held by {len(held)} group(s) at max_off_policy_threshold or older (e.g. {held[0]!r})"
         return line
 
     def _held(self, live: dict[str, _Group], global_step: int) -> list[str]:
-        """In-flight groups too old to sample past (strategy ``wait`` only)."""
+        """In-flight groups sampling waits for (strategy ``wait`` only): those at the bound, which this step
+        must train, since by the next one they would be past it (and any already past it)."""
         cfg = self.config
         if cfg.max_off_policy_threshold is None or cfg.off_policy_strategy != "wait":
             return []
         return [
             g.uid
             for g in live.values()
-            if g.status in (PENDING, RUNNING) and global_step - g.global_steps > cfg.max_off_policy_threshold
+            if g.status in (PENDING, RUNNING) and global_step - g.global_steps >= cfg.max_off_policy_threshold
         ]
 
     def _meta(self, chosen: list[_Group], partition_id: str, global_step: int) -> KVBatchMeta:
@@ -495,8 +496,8 @@ class ReplayBuffer:
             message += f" (also evicted: {others})"
         if held:
             message += (
-                f"; sampling is held while {len(held)} in-flight group(s) are older than "
-                f"max_off_policy_threshold={self.config.max_off_policy_threshold} (e.g. {held[0]!r})"
+                f"; sampling is held while {len(held)} in-flight group(s) at max_off_policy_threshold="
+                f"{self.config.max_off_policy_threshold} steps old or older are generating (e.g. {held[0]!r})"
             )
         return message + "."
 
