@@ -1,4 +1,5 @@
-"""What a run leaves behind: jsonl, tensorboard and offline wandb logs, generation dumps, the reward curve.
+"""What a run leaves behind: jsonl, tensorboard, offline wandb and MLflow logs, a custom logger's records,
+generation dumps, the reward curve.
 
 One short real run writes everything; each logger's output is read back and checked against the
 metrics the trainer returned.
@@ -18,6 +19,23 @@ from verl_lite.trainer.validation import EMBEDDED_DATA
 # The .wandb file is a LevelDB-style log: 32 KiB blocks of records with a 7-byte header each
 # (crc32, length, kind: 1 full, 2 first, 3 middle, 4 last) after a 7-byte file header.
 WANDB_BLOCK = 32768
+
+# A logger registered by an extension file: each step's metrics as one json line in the run folder.
+RECORDING_LOGGER = """
+import json, os
+from verl_lite.trainer.loggers import register_logger
+
+@register_logger("recording")
+class RecordingLogger:
+    def __init__(self, run):
+        self.file = open(os.path.join(run.run_dir, "recorded.jsonl"), "a")
+
+    def log(self, metrics, step):
+        self.file.write(json.dumps({"step": step, **metrics}) + "\\n")
+
+    def finish(self):
+        self.file.close()
+"""
 
 
 def read_wandb_history(run_file: str) -> list[dict]:
@@ -69,18 +87,24 @@ def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("logging")
     val = tmp_path / "val8.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "val.parquet")).head(8).to_parquet(val)
-    history = train(
-        tmp_path,
-        "trainer.total_training_steps=2",
-        "trainer.logger=[console,jsonl,tensorboard,wandb]",
-        "trainer.val_before_train=true",
-        f"data.val_files={val}",
-        "actor_rollout_ref.rollout.val_kwargs.n=2",
-        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
-        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
-        f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
-        f"trainer.validation_data_dir={tmp_path / 'validation'}",
-    )
+    extension = tmp_path / "recording_logger.py"
+    extension.write_text(RECORDING_LOGGER)
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)  # MLflow's store: the run folder's mlruns/
+        history = train(
+            tmp_path,
+            "trainer.total_training_steps=2",
+            "trainer.logger=[console,jsonl,tensorboard,wandb,mlflow,recording]",
+            f"trainer.extensions=[{extension}]",
+            "trainer.project_name=logged",
+            "trainer.val_before_train=true",
+            f"data.val_files={val}",
+            "actor_rollout_ref.rollout.val_kwargs.n=2",
+            "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+            "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+            f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
+            f"trainer.validation_data_dir={tmp_path / 'validation'}",
+        )
     return tmp_path, {h["step"]: h for h in history}
 
 
@@ -110,6 +134,28 @@ def test_offline_wandb_run_records_the_metrics(finished_run):
     assert sorted(logged) == [1, 2]
     for step, record in logged.items():
         assert record["critic/score/mean"] == pytest.approx(by_step[step]["critic/score/mean"])
+
+
+def test_mlflow_and_an_extension_logger_record_every_step(finished_run, monkeypatch):
+    tmp_path, by_step = finished_run
+    run_dir = tmp_path / "grpo_tiny"
+    recorded = [json.loads(line) for line in (run_dir / "recorded.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recorded] == [0, 1, 2]  # validation before training, then each step
+    assert all(r == pytest.approx(by_step[r["step"]]) for r in recorded[1:])
+
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 reads its file store only when asked
+    client = MlflowClient(f"file://{run_dir / 'mlruns'}")
+    experiment = client.get_experiment_by_name("logged")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.run_name == "grpo_tiny" and run.info.status == "FINISHED"
+    assert run.info.run_id == (run_dir / "mlflow_run_id").read_text()
+    scores = client.get_metric_history(run.info.run_id, "critic/score/mean")
+    assert {m.step: m.value for m in scores} == pytest.approx(
+        {s: by_step[s]["critic/score/mean"] for s in (1, 2)}
+    )
+    assert "timing_s/step" in run.data.metrics
 
 
 def test_rollout_and_validation_dumps(finished_run):

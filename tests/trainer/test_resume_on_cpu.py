@@ -1,5 +1,6 @@
 """Checkpoint and resume end to end: a crashed run picks up exactly where its last checkpoint left off."""
 
+import glob
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.trainer.helpers import FAST, crashing_mode, joining, train
+from tests.trainer.test_logging_on_cpu import read_wandb_history
 from verl_lite.trainer.checkpoint import COMPLETE_MARKER, checkpoint_damage, complete_checkpoints
 from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_DATA
@@ -110,7 +112,9 @@ def test_killed_run_resumes_with_the_same_metrics(tmp_path, eight_prompts, clust
 def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_before_ray_starts(
     tmp_path, capsys, cluster
 ):
-    first = train(tmp_path, *joining(cluster), "trainer.total_training_steps=2", "trainer.save_freq=1")
+    # W&B (offline) logs both runs: the resumed one continues the first one's run id
+    logged = ["trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.logger=[jsonl,wandb]"]
+    first = train(tmp_path, *joining(cluster), *logged)
     ckpts = tmp_path / "grpo_tiny" / "checkpoints"
     step1, step2 = ckpts / "global_step_1", ckpts / "global_step_2"
     shard = step2 / "actor" / "__0_0.distcp"
@@ -124,15 +128,23 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_an_older_one_or_named_be
 
     capsys.readouterr()
     load_ppo_config(compose_config("ppo_trainer", overrides))
-    notice = [line for line in capsys.readouterr().err.splitlines() if "damaged" in line]
+    notice = [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("verl_lite: checkpoint")
+    ]
     assert len(notice) == 1 and notice[0].startswith(
         f"verl_lite: checkpoint {str(step2)!r} is damaged: {str(shard)!r} is truncated ("
     ), notice
     assert notice[0].endswith(f"; resuming from the older {str(step1)!r} instead.")
-    resumed = train(tmp_path, *joining(cluster), "trainer.total_training_steps=2", "trainer.save_freq=1")
+    resumed = train(tmp_path, *joining(cluster), *logged)
     assert [h["step"] for h in resumed] == [1, 2]
     assert resumed[0] == first[0]  # step 1 (timings too) came from the step-1 checkpoint: not a fresh start
     assert checkpoint_damage(str(step2)) is None  # step 2 was trained again and saved whole
+    # W&B offline writes each process's part to its own folder named after the run id: one id, two parts
+    folders = sorted(glob.glob(str(tmp_path / "grpo_tiny" / "wandb" / "offline-run-*")))
+    run_id = (tmp_path / "grpo_tiny" / "wandb_run_id").read_text()
+    assert len(folders) == 2 and all(f.endswith(f"-{run_id}") for f in folders), folders
+    (second,) = glob.glob(os.path.join(folders[1], "run-*.wandb"))
+    assert [r["_step"] for r in read_wandb_history(second) if "critic/score/mean" in r] == [2]
 
     # Nothing readable left: one sentence per checkpoint, before Ray starts, and main_ppo exits 2.
     os.truncate(shard, 0)

@@ -40,7 +40,7 @@ class CrashAfterTask3(MAGRPOTrainer):
         return metrics
 
 
-def _run(trainer_cls, output_dir: Path, **train_kwargs):
+def _run(trainer_cls, output_dir: Path, wandb_config: dict | None = None, **train_kwargs):
     """2 epochs of 2 tasks, two agents with a model each; evaluation before each epoch and at the end."""
     args = MAGRPOConfig(
         num_agents=2,
@@ -66,6 +66,7 @@ def _run(trainer_cls, output_dir: Path, **train_kwargs):
         train_dataset=TASKS,
         eval_dataset=TASKS,
         args=args,
+        wandb_config=wandb_config,
     ) as trainer:
         history = trainer.train(**train_kwargs)
         final = trainer.evaluate()
@@ -89,12 +90,15 @@ def test_a_killed_magrpo_run_resumes_from_its_epoch_checkpoint_with_every_later_
     assert (full_ckpts / "global_step_4" / "policy_1" / "actor").is_dir()  # one part per agent's policy
 
     ckpts, out = tmp_path / "ckpts", tmp_path / "crashed"
+    wandb_config = {"project": "verl-lite-test", "dir": str(tmp_path)}  # the crashed and the resumed run
     with pytest.raises(RuntimeError, match="simulated crash after task 3"):
-        _run(CrashAfterTask3, out, checkpoint_dir=str(ckpts))
+        _run(CrashAfterTask3, out, wandb_config, checkpoint_dir=str(ckpts))
     assert [step for step, _ in complete_checkpoints(ckpts)] == [2]
     assert ("train", 6) in _logged(out)  # task 3 was logged before the crash
 
-    resumed, evals, final = _run(MAGRPOTrainer, out, resume_from_checkpoint=True, checkpoint_dir=str(ckpts))
+    resumed, evals, final = _run(
+        MAGRPOTrainer, out, wandb_config, resume_from_checkpoint=True, checkpoint_dir=str(ckpts)
+    )
     # tasks 1-2 come from the checkpoint; task 3 is redone from the epoch-1 checkpoint, then task 4
     assert [h["task"] for h in resumed] == [1.0, 2.0, 3.0, 4.0]
     for got, want in zip(resumed, full):
@@ -113,6 +117,24 @@ def test_a_killed_magrpo_run_resumes_from_its_epoch_checkpoint_with_every_later_
     # the crashed run's lines after its checkpoint were cut, so each is logged once
     assert _logged(out) == _logged(tmp_path / "full")
 
+    # W&B offline writes each process's part to its own folder named after the run id: one id, two parts,
+    # the second from the checkpoint on (task 3 again; a W&B history cannot be cut back like the jsonl).
+    # run.finish() can return before W&B's service process has written the last records (seen under load:
+    # the resumed part read back empty a moment before it held them), so the files are read until they
+    # hold them, for at most 60 s.
+    folders = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
+    assert len(folders) == 2 and len({f.rsplit("-", 1)[1] for f in folders}) == 1, folders
+    deadline = time.monotonic() + 60
+    while True:
+        logged = sorted(
+            [r["env_step"] for r in read_wandb_history(run) if "turn_1/reward_mean" in r]
+            for run in glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
+        )
+        if logged == [[2, 4, 6], [6, 8]] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert logged == [[2, 4, 6], [6, 8]], (folders, logged)
+
     # another algorithm cannot continue it: refused before any worker starts
     remax = MAReMaxTrainer(reward_func=reward_func, train_dataset=TASKS, args=MAReMaxConfig(num_turns=1))
     with pytest.raises(
@@ -120,43 +142,6 @@ def test_a_killed_magrpo_run_resumes_from_its_epoch_checkpoint_with_every_later_
     ):
         remax.train(resume_from_checkpoint=str(ckpts / "global_step_4"))
     assert remax._runtime is None
-
-
-def test_a_resumed_run_continues_its_wandb_run(tmp_path):
-    start_local_ray()
-    ckpts, wandb_config = tmp_path / "ckpts", {"project": "verl-lite-test", "dir": str(tmp_path)}
-    for epochs, resume in ((1, None), (2, True)):  # 1 epoch of 2 tasks, then resumed for a second one
-        args = MAGRPOConfig(
-            num_turns=1,
-            num_train_epochs=epochs,
-            num_generations=2,
-            max_new_tokens=4,
-            eval_interval=0,
-            logging_steps=1,
-            rollout_buffer_size=1,  # an update per task
-            shared_policy=True,
-            output_dir=str(tmp_path),
-        )
-        with MAGRPOTrainer(
-            reward_func=reward_func, train_dataset=TASKS, args=args, wandb_config=wandb_config
-        ) as trainer:
-            trainer.train(resume_from_checkpoint=resume, checkpoint_dir=str(ckpts))
-    # W&B offline writes each process's part to its own folder named after the run id: one id, two parts
-    folders = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
-    assert len(folders) == 2 and len({f.rsplit("-", 1)[1] for f in folders}) == 1, folders
-    # 2 joint samples per task; the second part after the checkpoint. run.finish() can return before W&B's
-    # service process has written the last records (seen under load: the resumed part read back empty a
-    # moment before it held both), so the files are read until they hold them, for at most 60 s.
-    deadline = time.monotonic() + 60
-    while True:
-        logged = sorted(
-            [r["env_step"] for r in read_wandb_history(run) if "turn_1/reward_mean" in r]
-            for run in glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
-        )
-        if logged == [[2, 4], [6, 8]] or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert logged == [[2, 4], [6, 8]], (folders, logged)
 
 
 def test_bad_checkpoint_arguments_name_the_argument_and_what_is_valid(tmp_path):
