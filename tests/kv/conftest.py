@@ -12,6 +12,7 @@ def kv_client():
     start_local_ray()
     shutdown_kv_store()  # a store left behind by an earlier failure must not fail this module
     client = init_kv_store(num_storage_units=2, client_name="test-driver")
+    client.stats()  # answered once both index actors run: their start-up objects are gone before tests measure
     yield client
     shutdown_kv_store()
 

@@ -40,7 +40,8 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
         )
         for i in range(cfg.num_storage_units)
     ]
-    ray.get([index.describe.remote() for index in indexes])  # started and named
+    # Named at once (creation registers the name); not waited for: the actors start while the caller
+    # goes on (the worker groups load their models meanwhile), and the first call waits for them.
     return KVClient(indexes, cfg, store_id, name=client_name)
 
 

@@ -58,20 +58,20 @@ class TaskRunner:
         config = from_config(PPOConfig, config_dict)
         load_extensions(extension_entries(config))
 
-        def start_workers(runtime: Runtime):
-            return runtime.start_kv_store(config.kv), runtime.start_policy(config)
-
         with Runtime() as runtime, ThreadPoolExecutor(1, thread_name_prefix="start-workers") as starter:
-            # The worker processes start and load their models while this process imports the trainer
-            # and tokenizes the prompts: the start-up of both sides overlaps on different cores.
-            started = starter.submit(start_workers, runtime)
+            # The store is named at once (its actors start in the background); the worker processes start
+            # and load their models while this process imports the trainer and tokenizes the prompts: the
+            # start-up of both sides overlaps on different cores. Both are requested before the imports,
+            # which would hold the interpreter lock the requests need.
+            kv = runtime.start_kv_store(config.kv)
+            started = starter.submit(runtime.start_policy, config)
             batches, val = _load_prompts(config)
             import verl_lite.trainer.modes  # noqa: F401  register the built-in modes
             from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
             from verl_lite.trainer.ppo.trainer_base import get_trainer_cls
             from verl_lite.trainer.tracking import Tracker
 
-            kv, groups = started.result()
+            groups = started.result()
             buffer = ReplayBuffer(ReplayBufferConfig.from_ppo_config(config), client=kv)
             tracker = Tracker(
                 config.trainer.logger,
