@@ -86,3 +86,12 @@ def test_the_bar_names_validation_metrics_by_their_whole_data_source():
     assert bar_label("val-core/openai/gsm8k/acc/mean@1") == "openai/gsm8k mean@1"
     assert bar_label("val-core/reasoning_gym/leg_counting/acc/maj@4") == "reasoning_gym/leg_counting maj@4"
     assert bar_label("val-core/synthetic_arith/acc/mean@1") == "synthetic_arith mean@1"
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("history", [[], [{"step": 1, "timing_s/step": 0.5}]], ids=["nothing", "no_reward"])
+def test_a_reward_curve_without_rewards_is_drawn_without_a_warning(tmp_path, history):
+    from verl_lite.trainer.summary import write_reward_curve
+
+    write_reward_curve(history, str(tmp_path / "curve.png"))
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

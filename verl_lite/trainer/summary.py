@@ -57,7 +57,8 @@ def write_reward_curve(history: list[dict[str, Any]], path: str) -> None:
     ax.set_xlabel("step")
     ax.set_ylabel("reward / accuracy")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.lines:  # a run that logged no reward or accuracy draws empty axes, without a legend
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
