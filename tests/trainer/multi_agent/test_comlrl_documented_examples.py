@@ -109,15 +109,17 @@ def quick_start():
     wandb_config = {"project": "your-project-name", "entity": "your-entity-name", "name": "length-ratio-demo"}
     calls = []
     configured_reward_func = partial(proper_length_ratio_reward, target_min=2, target_max=3)
-    trainer = MAGRPOTrainer(
-        agents=agents,
-        reward_func=recorded(configured_reward_func, calls),
-        reward_processor=RewardProcessors.scale(factor=100.0),
-        args=config,
-        train_dataset=train_dataset,
-        tokenizer=tokenizer,
-        wandb_config=wandb_config,
-    )
+    # loaded models are read back from their folders: the user is told that edits in memory are not trained
+    with pytest.warns(UserWarning, match=r"agents given as loaded models are read from their name_or_path"):
+        trainer = MAGRPOTrainer(
+            agents=agents,
+            reward_func=recorded(configured_reward_func, calls),
+            reward_processor=RewardProcessors.scale(factor=100.0),
+            args=config,
+            train_dataset=train_dataset,
+            tokenizer=tokenizer,
+            wandb_config=wandb_config,
+        )
     output_dir = "./magrpo_multi_reward_output"
     try:
         trainer.train()
