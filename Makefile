@@ -39,8 +39,8 @@ demo: install
 	$(PY) -m verl_lite.main_ppo
 
 # Two pytest processes, each with its own Ray, a test file at a time (a module's shared engine or run stays
-# in one process). One process alone leaves ~40% of two cores idle while runs start and wait on each other;
-# with two they are idle ~7% of the time, and three were slower (1357 s against 1249 s on 2026-12-04).
+# in one process). One process alone leaves two cores idle much of the time while runs start and wait on
+# each other; with two the suite is CPU-bound, and three were slower (docs/benchmarks.md, "The test suite").
 TEST_PROCESSES ?= 2
 test: install
 	VERL_LITE_WITH_VLLM=$(WITH_VLLM) $(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile tests

@@ -12,7 +12,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Ray starts two idle workers for a new cluster's first driver. Every actor of a test's run carries the
-# run's runtime_env, which those workers lack, so they are never used: ~0.9 CPU-seconds per Ray started.
+# run's runtime_env, which those workers lack, so they are never used, only started (docs/benchmarks.md).
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 import pytest

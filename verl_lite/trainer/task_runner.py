@@ -62,7 +62,7 @@ class TaskRunner:
             # The store is named at once (its actors start in the background); the worker processes start
             # and load their models while this process imports the trainer and tokenizes the prompts: the
             # start-up of both sides overlaps on different cores. The store is requested here, before the
-            # imports: they hold the interpreter lock, which slowed the request by ~1.8 s in the thread.
+            # imports: they hold the interpreter lock, which would delay a request made in the thread.
             kv = runtime.start_kv_store(config.kv)
             started = starter.submit(runtime.start_policy, config)
             batches, val = _load_prompts(config)
