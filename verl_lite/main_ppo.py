@@ -18,22 +18,27 @@ register_package_resolver()
 def run(config) -> list[dict]:
     """Start (or join) Ray, run the ``TaskRunner`` and always shut Ray down.
 
+    A Ray already running in this process is used and left running; so is the runner an earlier ``run``
+    on it left with the same runtime env (``start_runner``), so runs in a row start one controller.
     SIGTERM and SIGINT stop the run (``verl_lite.trainer.stopping``) and raise ``StoppedBySignal``.
     """
     import dataclasses
 
+    import ray
+
     from verl_lite.trainer.placement import get_placement
     from verl_lite.trainer.runtime import Runtime, local_num_cpus, ppo_env_vars
     from verl_lite.trainer.stopping import SignalNotes, wait_for_runner
-    from verl_lite.trainer.task_runner import TaskRunner
+    from verl_lite.trainer.task_runner import start_runner
 
     with SignalNotes() as notes, Runtime() as runtime:
+        ray_was_running = ray.is_initialized()
         # a multi-agent run with a policy per agent places each policy's pools as the config does
         slots = get_placement(config).slots(config) * config.multi_agent.policies
         runtime.start_ray(config.ray_kwargs.ray_init, local_num_cpus(slots), ppo_env_vars(config))
         notes.install()  # again: ray.init sets a SIGTERM handler of its own
         # the runner's runtime env reaches every process it starts, also on a Ray this process had running
-        runner = TaskRunner.options(runtime_env=runtime.runtime_env).remote()
+        runner = start_runner(runtime.runtime_env, reuse=ray_was_running)
         return wait_for_runner(runner, runner.run.remote(dataclasses.asdict(config)), notes)
 
 

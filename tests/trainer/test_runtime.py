@@ -1,10 +1,13 @@
-"""``Runtime.start_ray``: the local Ray every entry point starts, and a running one left alone."""
+"""``Runtime.start_ray``: the local Ray every entry point starts, and a running one left alone; the
+``TaskRunner`` that runs in a row on one Ray share."""
 
 import os
 
+import pytest
 import ray
 
 from verl_lite.trainer.runtime import Runtime
+from verl_lite.trainer.task_runner import start_runner
 
 
 @ray.remote(num_cpus=0)
@@ -37,3 +40,24 @@ def test_start_ray_uses_a_running_ray_leaves_it_running_and_hands_the_run_env_to
         env = ray.get(with_env.remote("VERL_LITE_A", "VERL_LITE_B"))
     assert env == {"VERL_LITE_A": "run", "VERL_LITE_B": "user"}
     assert ray.is_initialized()
+
+
+def runner_pid(runner) -> int:
+    return ray.get(runner.__ray_call__.remote(lambda runner: os.getpid()))
+
+
+def test_runs_on_a_running_ray_share_a_runner_per_runtime_env_and_a_dead_one_is_replaced(ray_local):
+    env = {"env_vars": {"VERL_LITE_KV_NAME_PREFIX": "runner_test"}}
+    first = start_runner(env, reuse=True)
+    assert runner_pid(start_runner(dict(env), reuse=True)) == runner_pid(first)
+    # another runtime env (the workers inherit the runner's), or a Ray of the run's own: a runner of its own
+    other_env = {"env_vars": {"VERL_LITE_KV_NAME_PREFIX": "runner_test_2"}}
+    assert runner_pid(start_runner(other_env, reuse=True)) != runner_pid(first)
+    assert runner_pid(start_runner(env, reuse=False)) != runner_pid(first)
+    # one run at a time: a second, while the first holds the runner, is refused
+    ray.get(first.__ray_call__.remote(lambda runner: runner._running.acquire()))
+    with pytest.raises(ray.exceptions.RayTaskError, match="running another run"):
+        ray.get(first.run.remote({}))
+    pid = runner_pid(first)
+    ray.kill(first, no_restart=True)
+    assert runner_pid(start_runner(env, reuse=True)) != pid

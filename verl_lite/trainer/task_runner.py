@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,10 +40,15 @@ def build_dataset(config: PPOConfig, tokenizer, split: str):
 
 @ray.remote(num_cpus=0, max_concurrency=2)  # the second thread answers request_stop while run runs
 class TaskRunner:
-    """Runs on the cluster: tokenizer, datasets, pools, workers, KV store, replay buffer, trainer."""
+    """Runs on the cluster: tokenizer, datasets, pools, workers, KV store, replay buffer, trainer.
+
+    One run at a time; a runner may run several in a row (``start_runner``), each building and ending
+    everything it uses.
+    """
 
     def __init__(self) -> None:
         self._stop = threading.Event()
+        self._running = threading.Lock()
         self._trainer = None
 
     def request_stop(self) -> bool:
@@ -51,6 +58,16 @@ class TaskRunner:
 
     def run(self, config_dict: dict) -> list[dict[str, Any]]:
         """Build the run from ``config_dict`` (a ``PPOConfig`` as a dict), train it; the logged metrics."""
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError("this TaskRunner is running another run; start a runner per concurrent run.")
+        try:
+            self._stop.clear()
+            return self._run(config_dict)
+        finally:
+            self._trainer = None
+            self._running.release()
+
+    def _run(self, config_dict: dict) -> list[dict[str, Any]]:
         from verl_lite.trainer.runtime import Runtime, extension_entries
         from verl_lite.utils.config import from_config
         from verl_lite.utils.extensions import load_extensions
@@ -84,6 +101,31 @@ class TaskRunner:
             trainer.stop_requested = self._stop.is_set
             self._trainer = trainer
             return trainer.fit()
+
+
+def start_runner(runtime_env: dict[str, Any], *, reuse: bool) -> Any:
+    """A ``TaskRunner`` actor whose process (and every actor it starts) has ``runtime_env``.
+
+    With ``reuse`` (for a Ray that outlives the run: a notebook's, a test session's), the runner an earlier
+    run of this Ray job left with the same ``runtime_env`` is taken when it is still there, so runs in a row
+    pay the runner's start-up (a Ray worker importing torch and transformers, ~5 CPU-s) once. It ends with
+    the job. Runs that share a runtime env also share the KV store's name, so they cannot run at once anyway.
+    """
+    if not reuse:
+        return TaskRunner.options(runtime_env=runtime_env).remote()
+    digest = hashlib.sha256(json.dumps(runtime_env, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    # the job's id in the name: a runner is this driver's alone, also where drivers share a namespace
+    name = f"verl_lite_task_runner_{ray.get_runtime_context().get_job_id()}_{digest}"
+    try:
+        ray.get_actor(name)
+    except ValueError:  # none yet, or it is gone (a dead actor's name is free again)
+        _OWNED_RUNNERS[name] = TaskRunner.options(name=name, runtime_env=runtime_env).remote()
+    return _OWNED_RUNNERS[name]
+
+
+# The creating handle of each reused runner: Ray ends an actor once its creator's handles are gone, named
+# or not, whatever handles ray.get_actor gave out.
+_OWNED_RUNNERS: dict[str, Any] = {}
 
 
 def _load_prompts(config: PPOConfig):
