@@ -16,7 +16,7 @@ register_package_resolver()
 
 
 def run(config) -> list[dict]:
-    """Start (or join) Ray, run the ``TaskRunner`` and always shut Ray down.
+    """Start (or join) Ray, run the ``TaskRunner``, and always shut down the Ray this call started.
 
     A Ray already running in this process is used and left running; so is the runner an earlier ``run``
     on it left with the same runtime env (``start_runner``), so runs in a row start one controller.

@@ -110,6 +110,8 @@ def start_runner(runtime_env: dict[str, Any], *, reuse: bool) -> Any:
     run of this Ray job left with the same ``runtime_env`` is taken when it is still there, so runs in a row
     pay the runner's start-up (a Ray worker importing torch and transformers, ~5 CPU-s) once. It ends with
     the job. Runs that share a runtime env also share the KV store's name, so they cannot run at once anyway.
+    Extensions are imported once per process, in the runner as in the driver: an extension edited between
+    two runs takes effect in a new Python session.
     """
     if not reuse:
         return TaskRunner.options(runtime_env=runtime_env).remote()
