@@ -1,5 +1,5 @@
-"""``Runtime.start_ray``: the local Ray every entry point starts, and a running one left alone; the
-``TaskRunner`` that runs in a row on one Ray share."""
+"""``Runtime.start_ray``: the local Ray every entry point starts, and a running one left alone; one
+``TaskRunner`` shared by the runs made in a row on one Ray."""
 
 import os
 
