@@ -25,8 +25,8 @@ from verl_lite.trainer.multi_agent.joint_tree import (
     extend_history,
     joint_combinations,
 )
+from verl_lite.trainer.ppo import trainer_base
 from verl_lite.trajectory import ROLLOUT_COLUMNS, group_tag, parse_trajectory_key
-from verl_lite.utils.metrics import reduce_metrics
 
 
 @dataclass
@@ -211,7 +211,8 @@ class MultiAgentLoop:
         return metrics
 
     def update_policies(self, policies: list[tuple[Agent, KVBatchMeta]], step: int) -> dict[str, float]:
-        """Log-probs → values → advantages → critic updates → actor updates → weight syncs → keys cleared.
+        """The PPO step's pieces (``trainer_base``'s functions) on each policy: log-probs → values →
+        advantages → critic updates → actor updates → weight syncs → keys cleared.
 
         With several policies their metrics carry a ``policy_<k>/`` prefix. The critic is each policy's own
         (IAC, or none for MAGRPO), or with ``self.critic`` one centralised critic valuing every agent's
@@ -219,47 +220,41 @@ class MultiAgentLoop:
         """
         metrics: dict[str, float] = {}
         prefixes = [f"policy_{k}/" if len(policies) > 1 else "" for k in range(len(policies))]
-        for agent, batch in policies:
-            self.old_log_probs(agent, batch, step)
+        for prefix, (agent, batch) in zip(prefixes, policies):
+            batch.fields = list(ROLLOUT_COLUMNS)
+            batch.global_step, batch.samples_per_prompt = step, self.args.num_generations
+            metrics.update(
+                prefixed(prefix, trainer_base.add_log_probs(agent.groups.actor, agent.config, batch))
+            )
         joint = KVBatchMeta.concat([b for _, b in policies]) if self.critic is not None else None
         if joint is not None:
-            joint.fields = self.critic.compute_values(joint).fields
+            trainer_base.add_values(self.critic, joint)
         for prefix, (agent, batch) in zip(prefixes, policies):
             critic = agent.groups.critic if self.critic is None else None
             if critic is not None:
-                batch.fields = critic.compute_values(batch).fields
+                trainer_base.add_values(critic, batch)
             elif joint is not None:
                 batch.fields = joint.fields
             algorithm = agent.config.algorithm
             kl_coef = algorithm.kl_ctrl.kl_coef if algorithm.use_kl_in_reward else 0.0
-            records = [agent.groups.actor.compute_advantage(batch, algorithm, kl_coef)]
-            batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
+            metrics.update(
+                prefixed(prefix, trainer_base.add_advantages(agent.groups.actor, batch, algorithm, kl_coef))
+            )
             if critic is not None:
-                records += critic.update_critic(batch)
-            metrics.update({prefix + k: v for k, v in reduce_metrics(records).items()})
+                metrics.update(prefixed(prefix, trainer_base.train_critic(critic, batch)))
         if joint is not None:
-            metrics.update(reduce_metrics(self.critic.update_critic(joint)))
+            metrics.update(trainer_base.train_critic(self.critic, joint))
         # each policy updates and syncs in its own processes: every policy at once
         with ThreadPoolExecutor(len(policies), thread_name_prefix="update-policy") as pool:
             updates = list(pool.map(lambda policy: self.update_actor(*policy), policies))
         for prefix, update, (_, batch) in zip(prefixes, updates, policies):
-            metrics.update({prefix + k: v for k, v in update.items()})
+            metrics.update(prefixed(prefix, update))
             self.kv.kv_clear(batch.keys, batch.partition_id)
         return metrics
 
-    def old_log_probs(self, agent: Agent, batch: KVBatchMeta, step: int) -> None:
-        """The fields the update reads, and old / reference log-probs where the config needs them."""
-        batch.fields = list(ROLLOUT_COLUMNS)
-        batch.global_step, batch.samples_per_prompt = step, self.args.num_generations
-        actor, config = agent.groups.actor, agent.config
-        if config.recompute_old_log_prob:
-            batch.fields = actor.compute_log_prob(batch).fields
-        if config.use_reference:
-            batch.fields = actor.compute_ref_log_prob(batch).fields
-
     def update_actor(self, agent: Agent, batch: KVBatchMeta) -> dict[str, float]:
         """The policy update, then its weights to its rollout servers; returns the update's metrics."""
-        metrics = reduce_metrics(agent.groups.actor.update_actor(batch))
+        metrics = trainer_base.train_actor(agent.groups.actor, batch)
         agent.groups.sync_weights(self.version)
         return metrics
 
@@ -412,6 +407,11 @@ class MultiAgentLoop:
                 metrics[f"eval/{key}"] = sum(float(v[key]) for v in values) / len(values)
         records = {"agent_completions_turns": completions, "batch_items": items, "prompts": prompts}
         return metrics, records
+
+
+def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
+    """``metrics`` with every name behind ``prefix``."""
+    return {prefix + name: value for name, value in metrics.items()}
 
 
 def submission_order(key: str) -> tuple[int, int]:

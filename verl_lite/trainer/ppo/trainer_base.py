@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -68,6 +68,62 @@ class WorkerGroups:
     def sync_weights(self, version: int, between_aborts: bool = False) -> dict[str, float]:
         """The actor's weights to every rollout server as ``version``; the servers' metrics, reduced."""
         return reduce_metrics(self.placement.sync_weights(self, version, between_aborts))
+
+
+# ---- the step's pieces between sampling and the weight sync, on any policy's worker groups ----------
+# PPOTrainer runs them on the run's policy, the multi-agent loop on each agent's, so both step the same way.
+# Each adds the fields it wrote to ``batch.fields`` and returns its metrics, reduced; ``timed(name)`` (a
+# context manager) times its worker calls under ``timing_s/<name>``.
+Timer = Callable[[str], AbstractContextManager]
+
+
+def untimed(name: str) -> AbstractContextManager:
+    """The ``timed`` of a caller that logs no per-phase times."""
+    return nullcontext()
+
+
+def add_log_probs(actor: Any, config: Any, batch: KVBatchMeta, timed: Timer = untimed) -> dict[str, float]:
+    """Old log-probs (where ``config.recompute_old_log_prob``) and reference log-probs (where
+    ``config.use_reference``) into the store; the old log-probs' metrics (the rollout's probability gap)."""
+    metrics: dict[str, float] = {}
+    if config.recompute_old_log_prob:
+        with timed("old_log_prob"):
+            scored = actor.compute_log_prob(batch)
+        metrics.update(reduce_metrics([scored.metrics]))
+        batch.fields = scored.fields
+    if config.use_reference:
+        with timed("ref"):
+            batch.fields = actor.compute_ref_log_prob(batch).fields
+    return metrics
+
+
+def add_values(critic: Any, batch: KVBatchMeta, timed: Timer = untimed) -> None:
+    """The critic's values of every token of ``batch`` into the store."""
+    with timed("values"):
+        batch.fields = critic.compute_values(batch).fields
+
+
+def add_advantages(
+    actor: Any, batch: KVBatchMeta, algorithm: Any, kl_coef: float, timed: Timer = untimed
+) -> dict[str, float]:
+    """Token-level rewards (the scores, less ``kl_coef`` times the reference KL where the algorithm puts it
+    in the reward), advantages and returns, computed by the actor's workers; their metrics."""
+    with timed("adv"):
+        records = actor.compute_advantage(batch, algorithm, kl_coef)
+    batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
+    return reduce_metrics([records])
+
+
+def train_critic(critic: Any, batch: KVBatchMeta, timed: Timer = untimed) -> dict[str, float]:
+    """One critic update on ``batch``; its metrics."""
+    with timed("update_critic"):
+        return reduce_metrics(critic.update_critic(batch))
+
+
+def train_actor(actor: Any, batch: KVBatchMeta, timed: Timer = untimed) -> dict[str, float]:
+    """One actor update on ``batch``; its metrics."""
+    with timed("update_actor"):
+        return reduce_metrics(actor.update_actor(batch))
 
 
 class PPOTrainer:
@@ -275,26 +331,17 @@ class PPOTrainer:
                 rm_scored = self.groups.reward_model.compute_rm_score(batch)
             batch.fields = rm_scored.fields
             metrics.update(reduce_metrics([rm_scored.metrics]))
-        if cfg.recompute_old_log_prob:
-            with self.timed("old_log_prob"):
-                scored = actor.compute_log_prob(batch)
-            metrics.update(reduce_metrics([scored.metrics]))
-            batch.fields = scored.fields
-        if cfg.use_reference:
-            with self.timed("ref"):
-                batch.fields = actor.compute_ref_log_prob(batch).fields
+        metrics.update(add_log_probs(actor, cfg, batch, self.timed))
         if self.groups.critic is not None:
-            with self.timed("values"):
-                batch.fields = self.groups.critic.compute_values(batch).fields
-        with self.timed("adv"):
-            if self._advantages_from_tags(batch):
+            add_values(self.groups.critic, batch, self.timed)
+        if self._advantages_from_tags(batch):
+            with self.timed("adv"):
                 advantages, records = advantages_from_tags(batch.tags, batch.group_ids(), cfg.algorithm)
-                for tag, advantage in zip(batch.tags, advantages):
-                    tag["advantage"] = advantage
-            else:
-                records = actor.compute_advantage(batch, cfg.algorithm, self.kl_ctrl.value)
-                batch.fields = sorted({*batch.fields, "token_level_rewards", "advantages", "returns"})
-        metrics.update(reduce_metrics([records]))
+            for tag, advantage in zip(batch.tags, advantages):
+                tag["advantage"] = advantage
+            metrics.update(reduce_metrics([records]))
+        else:
+            metrics.update(add_advantages(actor, batch, cfg.algorithm, self.kl_ctrl.value, self.timed))
         if cfg.algorithm.use_kl_in_reward and "actor/reward_kl_penalty/mean" in metrics:
             self.kl_ctrl.update(metrics["actor/reward_kl_penalty/mean"], len(batch))
             metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
@@ -315,11 +362,9 @@ class PPOTrainer:
         """Critic update, then (after ``critic_warmup``) the actor update."""
         metrics: dict[str, float] = {}
         if self.groups.critic is not None:
-            with self.timed("update_critic"):
-                metrics.update(reduce_metrics(self.groups.critic.update_critic(batch)))
+            metrics.update(train_critic(self.groups.critic, batch, self.timed))
         if step > self.config.trainer.critic_warmup:
-            with self.timed("update_actor"):
-                metrics.update(reduce_metrics(self.groups.actor.update_actor(batch)))
+            metrics.update(train_actor(self.groups.actor, batch, self.timed))
         return metrics
 
     def validate(self) -> dict[str, float]:
