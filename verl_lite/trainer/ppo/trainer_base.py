@@ -82,7 +82,9 @@ def untimed(name: str) -> AbstractContextManager:
     return nullcontext()
 
 
-def add_log_probs(actor: Any, config: Any, batch: KVBatchMeta, timed: Timer = untimed) -> dict[str, float]:
+def add_log_probs(
+    actor: Any, config: PPOConfig, batch: KVBatchMeta, timed: Timer = untimed
+) -> dict[str, float]:
     """Old log-probs (where ``config.recompute_old_log_prob``) and reference log-probs (where
     ``config.use_reference``) into the store; the old log-probs' metrics (the rollout's probability gap)."""
     metrics: dict[str, float] = {}
