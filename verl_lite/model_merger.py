@@ -11,6 +11,7 @@ A LoRA checkpoint (``model.lora_rank > 0``) holds the adapters only. By default 
 into the base model (read from the path the run trained from, or ``--base_model``) and the full
 model is written; ``--adapter_only`` writes the PEFT adapter folder instead (``adapter_config.json``
 + ``adapter_model.safetensors``, for ``PeftModel.from_pretrained`` or vLLM's ``LoRARequest``).
+An actor trained with a value head (``actor.value_head.enable``) gets it beside the model as ``value_head.pt``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from verl_lite.workers.engine import HF_CONFIG_DIR
+from verl_lite.workers.engine.value_head import VALUE_HEAD, VALUE_HEAD_FILE, split_value_head
 
 PARTS = ("actor", "critic")
 # Written next to the Hugging Face config by a LoRA engine: the adapter's PEFT config.
@@ -76,6 +78,9 @@ def merge_checkpoint(
         model.load_state_dict(state, assign=True)
         model.tie_weights()
         model.save_pretrained(target_dir, safe_serialization=True)
+        head = _value_head_state(ckpt)
+        if head:
+            torch.save(head, os.path.join(target_dir, VALUE_HEAD_FILE))
     if os.path.isfile(os.path.join(hf_dir, "tokenizer_config.json")):
         transformers.AutoTokenizer.from_pretrained(hf_dir).save_pretrained(target_dir)
     return target_dir
@@ -86,6 +91,20 @@ def _load_shards(state: dict[str, torch.Tensor], ckpt: str) -> None:
     with warnings.catch_warnings():  # single-process loading is the point here, not a mistake
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
         dcp.load({"model": state}, checkpoint_id=ckpt, no_dist=True)
+
+
+def _value_head_state(ckpt: str) -> dict[str, torch.Tensor]:
+    """The value head's ``state_dict`` in the checkpoint (an actor with ``actor.value_head``), or {}."""
+    stored = dcp.FileSystemReader(ckpt).read_metadata().state_dict_metadata
+    prefix = f"model.{VALUE_HEAD}."
+    state = {
+        name.removeprefix("model."): torch.empty(tuple(meta.size), dtype=meta.properties.dtype)
+        for name, meta in stored.items()
+        if name.startswith(prefix)
+    }
+    if state:
+        _load_shards(state, ckpt)
+    return split_value_head(state)[1]
 
 
 def _lora_model(ckpt: str, model_cls, config, adapter_only: bool, base_model: str | None):

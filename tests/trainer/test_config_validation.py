@@ -83,6 +83,42 @@ BAD_CONFIGS = [
     (["data.max_prompt_length=4000", "data.max_response_length=4000"], "exceeds the model's context"),
     (["algorithm.adv_estimator=gae", "critic.enable=false"], "algorithm.adv_estimator='gae' needs a critic"),
     (
+        ["actor_rollout_ref.actor.value_head.enable=true"],
+        "actor_rollout_ref.actor.value_head.enable=true trains values that algorithm.adv_estimator='grpo' never",
+    ),
+    (
+        [
+            "algorithm.adv_estimator=gae",
+            "actor_rollout_ref.actor.value_head.enable=true",
+            "critic.enable=true",
+        ],
+        "value_head.enable=true and critic.enable=true both learn the values; keep one of them.",
+    ),
+    (
+        [
+            "algorithm.adv_estimator=gae",
+            "actor_rollout_ref.actor.value_head.enable=true",
+            "actor_rollout_ref.model.lora_rank=8",
+        ],
+        "needs the actor's body trained in full, but actor_rollout_ref.model.lora_rank=8",
+    ),
+    (
+        [
+            "algorithm.adv_estimator=gae",
+            "actor_rollout_ref.actor.value_head.enable=true",
+            "actor_rollout_ref.actor.value_head.hidden_dim=0",
+        ],
+        "actor_rollout_ref.actor.value_head.hidden_dim=0 must be a positive integer or null.",
+    ),
+    (
+        [
+            "trainer.mode=maac",
+            "algorithm.adv_estimator=gae",
+            "actor_rollout_ref.actor.value_head.enable=true",
+        ],
+        "trainer.mode='maac' values every agent's answers with one centralised critic",
+    ),
+    (
         ["actor_rollout_ref.rollout.n=1"],
         "algorithm.adv_estimator='grpo' compares samples of one prompt and needs",
     ),

@@ -204,6 +204,17 @@ ROWS = {
         "critic.log_prob_max_token_len_per_gpu=100",
         "critic.critic.optim.lr=1e-3",
     ],
+    # PPO whose critic is a value head on the actor's body (no critic workers), trained in the actor's loss
+    # on packed rows; the checkpoint after step 2 holds the head with the actor.
+    "gae_actor_value_head": [
+        "trainer.save_freq=2",
+        "algorithm.adv_estimator=gae",
+        f"{ARR}.actor.value_head.enable=true",
+        f"{ARR}.actor.value_head.hidden_dim=32",
+        f"{ARR}.actor.value_head.loss_coef=0.4",
+        f"{ARR}.actor.value_head.cliprange_value=0.3",
+        f"{ARR}.model.use_remove_padding=true",
+    ],
 }
 
 
@@ -361,7 +372,20 @@ def _check_gae_lora_critic(steps: list[dict], run_dir: Path) -> None:
     assert (adapter["r"], adapter["lora_alpha"], adapter["lora_dropout"]) == (4, 8, 0.0)
 
 
+def _check_gae_actor_value_head(steps: list[dict], run_dir: Path) -> None:
+    # the value loss is in the actor's update: no critic optimiser, no critic phase
+    assert all(h["critic/vf_loss"] > 0 and "critic/grad_norm" not in h for h in steps)
+    assert all("timing_s/update_critic" not in h and "timing_s/values" in h for h in steps)
+    assert not list(run_dir.rglob("global_step_2/critic"))
+    (actor,) = run_dir.rglob("global_step_2/actor")
+    stored = dcp.FileSystemReader(str(actor)).read_metadata().state_dict_metadata
+    # hidden_dim=32 on the embedded model's 128-wide body: a 32 x 128 tanh layer, then 1 x 32
+    assert list(stored["model.value_head.layers.0.weight"].size) == [32, 128]
+    assert list(stored["model.value_head.layers.2.weight"].size) == [1, 32]
+
+
 CHECKS = {
+    "gae_actor_value_head": _check_gae_actor_value_head,
     "gpg": _check_gpg,
     "gae_lora_critic": _check_gae_lora_critic,
     "rloo_gspo_dapo": _check_rloo_gspo_dapo,

@@ -134,6 +134,11 @@ class InspectableActor(PolicyWorker):
     def full_weights(self) -> dict:
         return {name: t.detach().clone().cpu() for name, t in self.actor.named_full_parameters()}
 
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def synced_names(self) -> list[str]:
+        """The names a weight sync sends (a collective: every rank gathers)."""
+        return [name for name, _ in self.actor.weights_to_sync()]
+
     def _set_sync(self, name: str) -> None:
         from verl_lite.checkpoint_engine import get_checkpoint_engine
 

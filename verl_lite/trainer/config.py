@@ -216,8 +216,12 @@ class PPOConfig:
 
     @property
     def use_critic(self) -> bool:
+        """Whether critic workers start: ``critic.enable``, or by default when the estimator needs values and
+        the actor has no value head of its own."""
         if self.critic.enable is not None:
             return self.critic.enable
+        if self.actor_rollout_ref.actor.value_head.enable:
+            return False
         from verl_lite.algorithms import ADV_ESTIMATORS, get_adv_estimator_needs
 
         # An unknown estimator has no critic here; validation reports the name itself.

@@ -93,6 +93,7 @@ class Placement:
             placement=self,
             critic=groups.get("critic"),
             reward_model=groups.get("rm"),
+            actor_value_head=config.actor_rollout_ref.actor.value_head.enable,
         )
 
     def sync_weights(

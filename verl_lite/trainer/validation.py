@@ -81,6 +81,7 @@ def validate_config(config: PPOConfig) -> None:
         *_openai_agent_problems(config),
         *_openenv_problems(config),
         *_model_problems(config),
+        *_value_head_problems(config),
         *_engine_problems(config),
         *length_problems(config),
         *agent_name_problems(config),
@@ -313,10 +314,14 @@ def _algorithm_problems(config: PPOConfig) -> list[str]:
     estimator, n = config.algorithm.adv_estimator, config.actor_rollout_ref.rollout.n
     # an unknown name is reported by _name_problems
     needs = get_adv_estimator_needs(estimator) if estimator in ADV_ESTIMATORS else EstimatorNeeds()
-    if needs.values and config.critic.enable is False:
+    if (
+        needs.values
+        and config.critic.enable is False
+        and not config.actor_rollout_ref.actor.value_head.enable
+    ):
         out.append(
             f"algorithm.adv_estimator={estimator!r} needs a critic, but critic.enable=false; enable the "
-            "critic or choose a critic-free estimator such as grpo."
+            "critic (or actor_rollout_ref.actor.value_head.enable) or choose a critic-free estimator such as grpo."
         )
     if needs.groups and n < 2:
         out.append(
@@ -542,6 +547,41 @@ def _model_problems(config: PPOConfig) -> list[str]:
         rank = model.lora_rank
         if key.startswith("actor") and config.actor_rollout_ref.rollout.name == "vllm" and rank > 512:
             out.append(f"{key}.lora_rank={rank} is above 512, the largest LoRA rank vLLM serves.")
+    return out
+
+
+def _value_head_problems(config: PPOConfig) -> list[str]:
+    """A value head on the actor: something reads its values, no critic beside it, a body trained in full."""
+    head, key = config.actor_rollout_ref.actor.value_head, "actor_rollout_ref.actor.value_head"
+    if not head.enable:
+        return []
+    from verl_lite.algorithms import ADV_ESTIMATORS, get_adv_estimator_needs
+
+    out = []
+    estimator = config.algorithm.adv_estimator
+    if estimator in ADV_ESTIMATORS and not get_adv_estimator_needs(estimator).values:
+        out.append(
+            f"{key}.enable=true trains values that algorithm.adv_estimator={estimator!r} never reads; use an "
+            "estimator with a critic (gae) or turn the head off."
+        )
+    if config.critic.enable:
+        out.append(f"{key}.enable=true and critic.enable=true both learn the values; keep one of them.")
+    if config.actor_rollout_ref.model.lora_rank > 0:
+        out.append(
+            f"{key}.enable=true needs the actor's body trained in full, but actor_rollout_ref.model.lora_rank="
+            f"{config.actor_rollout_ref.model.lora_rank}; set it to 0 or use a separate critic (LoRA there works)."
+        )
+    if config.trainer.critic_warmup > 0:
+        out.append(
+            f"trainer.critic_warmup={config.trainer.critic_warmup} trains a critic alone first, but {key} learns "
+            "in the actor's update; set it to 0 or use a separate critic."
+        )
+    if head.hidden_dim is not None and not _is_int(head.hidden_dim, 1):
+        out.append(f"{key}.hidden_dim={head.hidden_dim!r} must be a positive integer or null.")
+    if not isinstance(head.loss_coef, (int, float)) or head.loss_coef < 0:
+        out.append(f"{key}.loss_coef={head.loss_coef!r} must be a number >= 0.")
+    if not isinstance(head.cliprange_value, (int, float)) or head.cliprange_value <= 0:
+        out.append(f"{key}.cliprange_value={head.cliprange_value!r} must be a number > 0.")
     return out
 
 

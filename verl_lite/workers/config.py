@@ -129,6 +129,21 @@ class UpdateBatchingConfig:
 
 
 @dataclass
+class ValueHeadConfig:
+    """A value head on the actor's body, trained in the actor's loss: the critic shares the policy's
+    weights (CoMLRL's ``use_separate_critic=False``), and the run starts no critic workers."""
+
+    # Put the head on the actor (needs an estimator that reads values, e.g. gae).
+    enable: bool = False
+    # Width of a tanh layer between the body's last hidden state and the scalar (None: one linear layer).
+    hidden_dim: int | None = None
+    # Weight of the clipped value loss added to the policy loss.
+    loss_coef: float = 0.5
+    # Value clipping range around the rollout-time values.
+    cliprange_value: float = 0.5
+
+
+@dataclass
 class ActorConfig(UpdateBatchingConfig):
     """PPO policy update: batch geometry (inherited), loss and regularisers."""
 
@@ -164,6 +179,7 @@ class ActorConfig(UpdateBatchingConfig):
     kl_loss_coef: float = 0.001
     # KL estimator of the KL loss (k1, k2, k3/low_var_kl, abs, and "+" variants).
     kl_loss_type: str = "low_var_kl"
+    value_head: ValueHeadConfig = field(default_factory=ValueHeadConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: ActorFSDPConfig = field(default_factory=ActorFSDPConfig)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -59,18 +60,12 @@ class CriticWorker(Worker):
     @torch.no_grad()
     def compute_values(self, meta: KVBatchMeta) -> KVBatchMeta:
         """Write ``values`` (the value of the state before each response token) for ``meta``'s rows."""
-        batch = self._read(meta, ["prompts", "responses"])
-        rows = []
-        self.engine.model.eval()
         cfg = self.config
         budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
-        for mb in batch.micro_batches(list(range(len(batch))), cfg.log_prob_micro_batch_size_per_gpu, budget):
-            values = response_values(self.engine.forward(mb), mb["response_mask"].shape[1])
-            rows.extend(values.cpu())
-        width = max(r.numel() for r in rows)
-        padded = torch.stack([torch.nn.functional.pad(r, (0, width - r.numel())) for r in rows])
-        jagged = unpad_rows(padded, batch.response_lengths())
-        write_columns(self.kv, meta.keys, meta.partition_id, {"values": jagged})
+        self.engine.model.eval()
+        batch = self._read(meta, ["prompts", "responses"])
+        values = score_values(batch, self.engine.forward, cfg.log_prob_micro_batch_size_per_gpu, budget)
+        write_columns(self.kv, meta.keys, meta.partition_id, {"values": values})
         return meta.with_fields(["values"])
 
     @register(dispatch_mode=make_nd_dispatch("critic"))
@@ -106,3 +101,15 @@ class CriticWorker(Worker):
             }
 
         return compute
+
+
+@torch.no_grad()
+def score_values(batch: RowBatch, forward: Callable, size: int, budget: int | None) -> torch.Tensor:
+    """Every row's response values (jagged), ``forward(micro_batch)`` giving (batch, columns, 1) values,
+    ``size`` rows or ``budget`` tokens per forward (the critic's, or an actor's value head)."""
+    rows = []
+    for mb in batch.micro_batches(list(range(len(batch))), size, budget):
+        rows.extend(response_values(forward(mb), mb["response_mask"].shape[1]).cpu())
+    width = max(r.numel() for r in rows)
+    padded = torch.stack([torch.nn.functional.pad(r, (0, width - r.numel())) for r in rows])
+    return unpad_rows(padded, batch.response_lengths())

@@ -17,6 +17,7 @@ from verl_lite.algorithms import (
     RolloutCorrectionConfig,
     agg_loss,
     compute_rollout_correction,
+    compute_value_loss,
     get_adv_estimator_needs,
     get_policy_loss_fn,
     kl_penalty,
@@ -31,8 +32,9 @@ from verl_lite.utils.metrics import Metric, mean_of, means, reduce_metrics, spre
 from verl_lite.workers.advantage import compute_shard_advantages
 from verl_lite.workers.batching import RowBatch, rows_of, update_passes
 from verl_lite.workers.config import ActorRolloutRefConfig
+from verl_lite.workers.critic import score_values
 from verl_lite.workers.engine import HF_CONFIG_DIR, get_engine
-from verl_lite.workers.sequences import response_log_probs_and_entropy, unpad_rows
+from verl_lite.workers.sequences import response_log_probs_and_entropy, response_values, unpad_rows
 
 ROLES = ("actor", "ref")
 # The mean |p_actor - p_rollout| of the sampled model tokens (compute_log_prob, or update_actor without it).
@@ -68,7 +70,10 @@ class PolicyWorker(Worker):
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         engine_cls = get_engine(cfg.engine.name)
         if "actor" in self.roles:
-            self.actor = engine_cls(cfg.model, cfg.actor.optim, cfg.engine, fsdp_config=cfg.actor.fsdp_config)
+            head = cfg.actor.value_head if cfg.actor.value_head.enable else None
+            self.actor = engine_cls(
+                cfg.model, cfg.actor.optim, cfg.engine, fsdp_config=cfg.actor.fsdp_config, value_head=head
+            )
         # A LoRA actor's reference policy is its own base (adapters off): no second copy of the model.
         if "ref" in self.roles and not (self.actor is not None and cfg.model.lora_rank > 0):
             self.ref = engine_cls(cfg.model, None, cfg.engine, fsdp_config=cfg.ref.fsdp_config)
@@ -170,6 +175,22 @@ class PolicyWorker(Worker):
                 out, _ = self._score(self.actor, meta, False, cfg.log_prob_micro_batch_size_per_gpu, budget)
         return self._write(meta, {"ref_log_prob": out["lp"]})
 
+    @register(dispatch_mode=make_nd_dispatch("actor"))
+    def compute_values(self, meta: KVBatchMeta) -> KVBatchMeta:
+        """Write ``values`` from the actor's value head (``actor.value_head.enable``: the critic shares the
+        policy's body), with the log-prob forwards' micro-batching."""
+        cfg = self.config.rollout
+        budget = cfg.log_prob_max_token_len_per_gpu if cfg.log_prob_use_dynamic_bsz else None
+        self.actor.model.eval()
+        batch = self._read(meta, ["prompts", "responses"])
+        values = score_values(
+            batch,
+            lambda mb: self.actor.forward_with_values(mb)[1],
+            cfg.log_prob_micro_batch_size_per_gpu,
+            budget,
+        )
+        return self._write(meta, {"values": values})
+
     def _write(self, meta: KVBatchMeta, fields: dict) -> KVBatchMeta:
         if len(meta):
             write_columns(self.kv, meta.keys, meta.partition_id, fields)
@@ -202,7 +223,9 @@ class PolicyWorker(Worker):
     @register(dispatch_mode=make_nd_dispatch("actor"))
     def update_actor(self, meta: KVBatchMeta) -> dict[str, Metric]:
         """ppo_epochs x shuffled mini-batches x micro-batches of the policy loss; returns ``actor/*`` means
-        over the mini-batches (and ``training/rollout_probs_diff_mean`` when nothing recomputed old log-probs)."""
+        over the mini-batches (and ``training/rollout_probs_diff_mean`` when nothing recomputed old log-probs).
+
+        With a value head the loss adds ``value_head.loss_coef`` times the clipped value loss (``critic/*``)."""
         cfg = self.config.actor
         # Without old_log_probs (one on-policy pass) the update's own detached log-probs stand in.
         fields = ["prompts", "responses"]
@@ -217,6 +240,8 @@ class PolicyWorker(Worker):
         fields += [f for f in optional if f in meta.fields]
         if cfg.use_kl_loss:
             fields.append("ref_log_prob")
+        if self.actor.value_head is not None:
+            fields += ["values", "returns"]
         batch = self._read(meta, fields)
         if "advantages" not in meta.fields:  # a sequence-level estimator's, one per trajectory's tag
             batch.extra["advantages"] = [
@@ -236,7 +261,7 @@ class PolicyWorker(Worker):
             ]
             summed = {
                 k: sum(m[k] for m in mb_metrics)
-                for k in ("actor/pg_loss", "actor/kl_loss")
+                for k in ("actor/pg_loss", "actor/kl_loss", "critic/vf_loss")
                 if k in mb_metrics[0]
             }
             averaged = reduce_metrics([means(mb_metrics)])
@@ -249,8 +274,10 @@ class PolicyWorker(Worker):
     def _policy_loss(self, loss_fn, loss_config: PolicyLossConfig, agg: dict):
         cfg = self.config.actor
         temperature = self.config.rollout.temperature
+        with_values = self.actor.value_head is not None
 
-        def compute(logits: torch.Tensor, mb: dict[str, torch.Tensor]):
+        def compute(output: Any, mb: dict[str, torch.Tensor]):
+            logits, values = output if with_values else (output, None)
             mask = mb["response_mask"].float()
             # without entropy_coeff the entropy is only a metric: no autograd graph for it
             log_prob, entropy = response_log_probs_and_entropy(
@@ -290,6 +317,16 @@ class PolicyWorker(Worker):
                 kl_loss = agg_loss(kl, mask, cfg.loss_agg_mode, **agg)
                 loss = loss + cfg.kl_loss_coef * kl_loss
                 metrics["actor/kl_loss"] = float(kl_loss.detach())
+            if values is not None:
+                head = cfg.value_head
+                vpreds = response_values(values, mask.shape[1])
+                vf_loss, vf_metrics = compute_value_loss(
+                    vpreds, mb["returns"], mb["values"], mask, head.cliprange_value, cfg.loss_agg_mode, **agg
+                )
+                loss = loss + head.loss_coef * vf_loss
+                metrics["critic/vf_loss"] = float(vf_loss.detach())
+                metrics["critic/vf_clipfrac"] = float(vf_metrics["vf_clipfrac"])
+                metrics["critic/vpred_mean"] = float(masked_mean(vpreds.detach(), mask))
             return loss, metrics
 
         return compute

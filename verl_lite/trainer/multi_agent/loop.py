@@ -215,7 +215,7 @@ class MultiAgentLoop:
         advantages → critic updates → actor updates → weight syncs → keys cleared.
 
         With several policies their metrics carry a ``policy_<k>/`` prefix. The critic is each policy's own
-        (IAC, or none for MAGRPO), or with ``self.critic`` one centralised critic valuing every agent's
+        (IAC: a value model, or a value head on the actor trained in its loss; none for MAGRPO), or with ``self.critic`` one centralised critic valuing every agent's
         answers and trained on all of them at once (MAAC).
         """
         metrics: dict[str, float] = {}
@@ -231,10 +231,10 @@ class MultiAgentLoop:
             trainer_base.add_values(self.critic, joint)
         for prefix, (agent, batch) in zip(prefixes, policies):
             critic = agent.groups.critic if self.critic is None else None
-            if critic is not None:
-                trainer_base.add_values(critic, batch)
-            elif joint is not None:
+            if joint is not None:
                 batch.fields = joint.fields
+            elif agent.groups.value_model is not None:  # its own critic, or its actor's value head (IAC)
+                trainer_base.add_values(agent.groups.value_model, batch)
             algorithm = agent.config.algorithm
             kl_coef = algorithm.kl_ctrl.kl_coef if algorithm.use_kl_in_reward else 0.0
             metrics.update(

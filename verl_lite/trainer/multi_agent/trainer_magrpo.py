@@ -280,7 +280,7 @@ class IACModeTrainer(MAGRPOModeTrainer):
     def config_problems(config: Any) -> list[str]:
         """The ``magrpo`` mode's problems, and a critic (``algorithm.adv_estimator=gae``)."""
         out = MAGRPOModeTrainer.config_problems(config)
-        if not config.use_critic:
+        if not (config.use_critic or config.actor_rollout_ref.actor.value_head.enable):
             out.append(
                 f"trainer.mode={config.trainer.mode!r} trains a critic: set algorithm.adv_estimator=gae "
                 f"(got {config.algorithm.adv_estimator!r})."
@@ -294,3 +294,14 @@ class MAACModeTrainer(IACModeTrainer):
 
     args_cls = MAACConfig
     centralised_critic = True
+
+    @staticmethod
+    def config_problems(config: Any) -> list[str]:
+        """The ``iac`` mode's problems, and no value head on the actors (the one critic values every agent)."""
+        out = IACModeTrainer.config_problems(config)
+        if config.actor_rollout_ref.actor.value_head.enable:
+            out.append(
+                "trainer.mode='maac' values every agent's answers with one centralised critic, but "
+                "actor_rollout_ref.actor.value_head.enable=true gives each agent its own; use trainer.mode=iac."
+            )
+        return out

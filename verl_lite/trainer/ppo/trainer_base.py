@@ -64,6 +64,16 @@ class WorkerGroups:
     critic: Any = None
     # the RewardModel role, only with reward.reward_model.enable
     reward_model: Any = None
+    # whether the actor's model carries a value head (actor.value_head.enable) in place of a critic
+    actor_value_head: bool = False
+
+    @property
+    def value_model(self) -> Any:
+        """The group whose ``compute_values`` writes ``values``: the critic, or the actor with a value head
+        (None when nothing learns values)."""
+        if self.critic is not None:
+            return self.critic
+        return self.actor if self.actor_value_head else None
 
     def sync_weights(self, version: int, between_aborts: bool = False) -> dict[str, float]:
         """The actor's weights to every rollout server as ``version``; the servers' metrics, reduced."""
@@ -99,10 +109,10 @@ def add_log_probs(
     return metrics
 
 
-def add_values(critic: Any, batch: KVBatchMeta, timed: Timer = untimed) -> None:
-    """The critic's values of every token of ``batch`` into the store."""
+def add_values(value_model: Any, batch: KVBatchMeta, timed: Timer = untimed) -> None:
+    """The values of every token of ``batch`` into the store, from ``WorkerGroups.value_model``."""
     with timed("values"):
-        batch.fields = critic.compute_values(batch).fields
+        batch.fields = value_model.compute_values(batch).fields
 
 
 def add_advantages(
@@ -334,8 +344,8 @@ class PPOTrainer:
             batch.fields = rm_scored.fields
             metrics.update(reduce_metrics([rm_scored.metrics]))
         metrics.update(add_log_probs(actor, cfg, batch, self.timed))
-        if self.groups.critic is not None:
-            add_values(self.groups.critic, batch, self.timed)
+        if self.groups.value_model is not None:
+            add_values(self.groups.value_model, batch, self.timed)
         if self._advantages_from_tags(batch):
             with self.timed("adv"):
                 advantages, records = advantages_from_tags(batch.tags, batch.group_ids(), cfg.algorithm)

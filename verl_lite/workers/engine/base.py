@@ -40,9 +40,11 @@ class TrainingEngine(ABC):
     where they live. Every call that touches sharded state is collective: all ranks of the
     engine's process group must make it in the same order.
 
-    Engines are built as ``cls(model_config, optim_config, engine_config, kind=..., fsdp_config=...)``;
-    ``optim_config=None`` means a frozen model (the reference policy), and ``fsdp_config`` says where
-    the model's state lives between uses (``param_offload``, and ``optimizer_offload`` for the actor).
+    Engines are built as ``cls(model_config, optim_config, engine_config, kind=..., fsdp_config=...,
+    value_head=...)``; ``optim_config=None`` means a frozen model (the reference policy), ``fsdp_config``
+    says where the model's state lives between uses (``param_offload``, and ``optimizer_offload`` for the
+    actor), and ``value_head`` (a ``ValueHeadConfig``) adds a value head to the actor's body, whose values
+    ``forward_with_values`` returns next to the logits and ``forward_backward`` hands the loss with them.
     """
 
     model: torch.nn.Module

@@ -31,6 +31,7 @@ from verl_lite.workers.config import (
     ModelConfig,
     OptimConfig,
     RLModelConfig,
+    ValueHeadConfig,
 )
 from verl_lite.workers.engine.base import (
     HF_CONFIG_DIR,
@@ -42,6 +43,12 @@ from verl_lite.workers.engine.base import (
 from verl_lite.workers.engine.device import backend_uses_cuda
 from verl_lite.workers.engine.packing import pack_rows, packed_indices, unpack_to_grid
 from verl_lite.workers.engine.schedule import build_scheduler
+from verl_lite.workers.engine.value_head import (
+    VALUE_HEAD_FILE,
+    attach_value_head,
+    is_value_head,
+    split_value_head,
+)
 from verl_lite.workers.engine.varlen_attention import packed_attention_implementation
 from verl_lite.workers.lora import adapter_tensors, lora_scaling, merged_state_dict, wrap_with_lora
 
@@ -78,6 +85,8 @@ class FSDPEngine(TrainingEngine):
     frozen engine (``optim_config=None``) is never wrapped: it is the base model.
     ``model_config.use_remove_padding`` packs each micro-batch's rows into one sequence for the
     forward (``engine/packing.py``, attention from ``engine/varlen_attention.py``).
+    ``value_head`` puts a scalar head on a causal LM's body (``engine/value_head.py``): the critic that
+    shares the actor's weights, trained with them and read by :meth:`forward_with_values`.
     """
 
     def __init__(
@@ -87,6 +96,7 @@ class FSDPEngine(TrainingEngine):
         engine_config: EngineConfig | None = None,
         kind: str = "causal_lm",
         fsdp_config: FSDPConfig | None = None,
+        value_head: ValueHeadConfig | None = None,
     ):
         # A plain ModelConfig (SFT, reward model) trains every weight on padded micro-batches.
         if not isinstance(model_config, RLModelConfig):
@@ -110,6 +120,13 @@ class FSDPEngine(TrainingEngine):
         if model_config.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self._hf_class = type(model)
+        self.value_head = None
+        if value_head is not None:
+            if kind != "causal_lm" or model_config.lora_rank > 0:
+                raise ValueError(
+                    "a value head goes on a causal LM trained in full (kind causal_lm, lora_rank 0)."
+                )
+            self.value_head = attach_value_head(model, value_head.hidden_dim)
         self.lora_scaling = None
         if model_config.lora_rank > 0 and optim_config is not None:
             model = wrap_with_lora(model, model_config, kind)
@@ -123,7 +140,8 @@ class FSDPEngine(TrainingEngine):
         offload = self.fsdp_config.param_offload
         # pinned host memory makes the per-layer copies asynchronous; it needs a GPU
         policy = CPUOffloadPolicy(pin_memory=on_gpu) if offload else OffloadPolicy()
-        for layer in _decoder_layers(model):
+        # the head is a unit of its own: it runs on the body's output, after the root's forward
+        for layer in [*_decoder_layers(model), *([self.value_head] if self.value_head is not None else [])]:
             fully_shard(layer, mesh=self.mesh, mp_policy=mp_policy, offload_policy=policy)
         fully_shard(
             model if offload else model.to(self.device),
@@ -166,8 +184,25 @@ class FSDPEngine(TrainingEngine):
             kwargs["logits_to_keep"] = micro_batch["responses"].shape[1] + 1
         return self.model(**self._model_inputs(micro_batch), use_cache=False, **kwargs).logits.float()
 
-    def _forward_packed(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The padded forward's output, (batch, columns, ...), computed on the rows packed end to end."""
+    def forward_with_values(self, micro_batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (as :meth:`forward`) and the value head's values, (batch, columns, 1), of one micro-batch."""
+        if self.value_head is None:
+            raise RuntimeError("this engine was built without a value head (actor.value_head.enable).")
+        if self.model_config.use_remove_padding:
+            return self._forward_packed(micro_batch, with_values=True)
+        kwargs = {}
+        if "responses" in micro_batch:
+            kwargs["logits_to_keep"] = micro_batch["responses"].shape[1] + 1
+        output = self.model(
+            **self._model_inputs(micro_batch), use_cache=False, output_hidden_states=True, **kwargs
+        )
+        return output.logits.float(), self.value_head(output.hidden_states[-1]).float()
+
+    def _forward_packed(
+        self, micro_batch: dict[str, torch.Tensor], with_values: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The padded forward's output, (batch, columns, ...), computed on the rows packed end to end
+        (with ``with_values``, also the value head's values on the same grid)."""
         packed = pack_rows(micro_batch["input_ids"], micro_batch["attention_mask"])
         width = packed.valid.shape[1]
         columns = slice(0, width)
@@ -181,14 +216,19 @@ class FSDPEngine(TrainingEngine):
         }
         if self._is_causal_lm:
             kwargs["logits_to_keep"] = index  # the vocabulary projection only where the caller reads
-        output = self.model(
+        result = self.model(
             input_ids=packed.input_ids.to(self.device),
             position_ids=packed.position_ids.to(self.device),
             use_cache=False,
+            output_hidden_states=with_values,
             **kwargs,
-        ).logits.float()
+        )
+        output = result.logits.float()
         if not self._is_causal_lm:
             output = output[:, index]
+        if with_values:
+            values = self.value_head(result.hidden_states[-1]).float()[:, index]
+            return unpack_to_grid(output, keep), unpack_to_grid(values, keep)
         return unpack_to_grid(output, keep)
 
     @property
@@ -197,7 +237,9 @@ class FSDPEngine(TrainingEngine):
 
     def forward_backward(self, micro_batch: dict[str, torch.Tensor], loss_fn: LossFn) -> dict[str, float]:
         self.model.train()
-        output = self.forward(micro_batch)
+        output = (
+            self.forward(micro_batch) if self.value_head is None else self.forward_with_values(micro_batch)
+        )
         loss, metrics = loss_fn(output, micro_batch)
         loss.backward()
         return metrics
@@ -237,9 +279,10 @@ class FSDPEngine(TrainingEngine):
             yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
     def weights_to_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Every parameter in Hugging Face naming, or with LoRA only the adapters (``lora.py``'s wire form)."""
+        """Every parameter in Hugging Face naming (not a value head's), or with LoRA only the adapters
+        (``lora.py``'s wire form)."""
         if self.lora_scaling is None:
-            yield from self.named_full_parameters()
+            yield from ((name, t) for name, t in self.named_full_parameters() if not is_value_head(name))
             return
         for name, param in self.model.named_parameters():
             if param.requires_grad:
@@ -253,6 +296,9 @@ class FSDPEngine(TrainingEngine):
             state = merged_state_dict(state, self.lora_scaling)
         if self.rank == 0:
             os.makedirs(path, exist_ok=True)
+            state, head = split_value_head(state)
+            if head:
+                torch.save(head, os.path.join(path, VALUE_HEAD_FILE))
             with torch.device("meta"):
                 export_model = self._hf_class(self.hf_config)
             export_model.load_state_dict(state, assign=True)
