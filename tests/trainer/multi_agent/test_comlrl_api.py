@@ -76,7 +76,9 @@ def test_configs_take_comlrl_field_names_with_its_defaults():
     magrpo, iac = MAGRPOConfig(), IACConfig()
     assert {k: getattr(magrpo, k) for k in COMLRL_MAGRPO} == COMLRL_MAGRPO
     assert {k: getattr(iac, k) for k in COMLRL_IAC_ONLY} == COMLRL_IAC_ONLY
-    assert "rollout_buffer_size" in {f.name for f in dataclasses.fields(MAACConfig)}
+    maac_fields = {f.name for f in dataclasses.fields(MAACConfig)}
+    # CoMLRL's MAAC has one centralised critic model: no value heads on the actors to choose
+    assert "rollout_buffer_size" in maac_fields and "use_separate_critic" not in maac_fields
     modes = [c(num_turns=1).advantage_mode for c in (MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig)]
     assert modes == ["raw", "max", "rloo"]
 
@@ -90,7 +92,12 @@ def test_configs_take_comlrl_field_names_with_its_defaults():
         (MAGRPOConfig, {"top_k": 0}, "top_k is 0; use a positive integer or None"),
         (MAGRPOConfig, {"parallel_training": "ddp"}, "parallel_training is 'ddp'; use 'none' or 'mp'"),
         (IACConfig, {"critic_type": "q"}, "IACConfig.critic_type is 'q'; .* only 'v' is valid"),
-        (MAACConfig, {"use_separate_critic": False}, "use_separate_critic is False"),
+        (
+            MAACConfig,
+            {"value_loss_coef": 0.5},
+            "value_loss_coef is 0.5; a separate critic trains with its own",
+        ),
+        (IACConfig, {"critic_value_head_hidden_dim": 64}, "critic_value_head_hidden_dim is 64; .* only None"),
     ],
 )
 def test_values_verl_lite_does_not_build_are_refused_naming_field_and_value(cls, kwargs, message):
@@ -323,3 +330,14 @@ def test_cross_mode_trains_each_agent_on_the_sum_over_its_answers_combinations(t
             assert step[f"policy_{k}/critic/score/mean"] == pytest.approx(
                 2 * step["turn_1/reward_mean"], abs=1e-5
             )
+
+
+def test_shared_actor_critic_puts_a_value_head_on_each_actor_with_comlrls_loss_weight():
+    args = IACConfig(num_turns=1, use_separate_critic=False, value_head_hidden_dim=32, value_clip_range=0.3)
+    config = agent_ppo_config(args, None, 1, "gae")
+    head = config.actor_rollout_ref.actor.value_head
+    # CoMLRL weighs its squared error by value_loss_coef; verl_lite's value loss is half the squared error
+    assert (head.enable, head.hidden_dim, head.loss_coef, head.cliprange_value) == (True, 32, 1.2, 0.3)
+    assert not config.use_critic  # no critic workers: the head is the critic
+    with pytest.warns(UserWarning, match="value_head_hidden_dim .* has no effect"):
+        IACConfig(num_turns=1, value_head_hidden_dim=32)

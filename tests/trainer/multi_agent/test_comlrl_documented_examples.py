@@ -8,8 +8,8 @@ to CPU size. Re-typed from OpenMLRL/CoMLRL's docs:
   (``docs/content/docs/user-guide/multi-agent-reinforce.md``) says is MAGRPO's;
 * custom external feedback (``docs/content/docs/user-guide/multi-turn-training.md``): MAGRPO over two turns;
 * IAC and MAAC trainer setup (``user-guide/multi-agent-actor-critic.md``, ``user-guide/model-loading.md``);
-* shared actor-critic (``docs/content/docs/examples/shared-actor-critic.md``): its rollout buffer is built; it
-  is refused for its value head on the actor (``use_separate_critic=False``), which is not.
+* shared actor-critic (``docs/content/docs/examples/shared-actor-critic.md``): IAC with a value head on each
+  agent's actor (``use_separate_critic=False``) and a buffer of 4 tasks per update.
 """
 
 import math
@@ -34,7 +34,6 @@ from verl_lite.trainer.multi_agent import (
     MAREINFORCETrainer,
     RewardProcessors,
 )
-from verl_lite.trainer.multi_agent.api import agent_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_MODEL
 
 MODEL = EMBEDDED_MODEL  # the docs' "Qwen/Qwen2.5-0.5B"
@@ -297,16 +296,38 @@ def test_maac_with_one_centralised_critic():
     assert len(history) == 1 and "critic/vf_loss" in history[0]  # one critic update over both agents
 
 
-# ---- shared actor-critic: its buffer is built, value heads on the actors are not ---------------------------
-def test_shared_actor_critic_example_is_refused_in_one_sentence():
-    with pytest.raises(ValueError, match="use_separate_critic is False; verl_lite's critic is a separate"):
-        IACConfig(
-            num_agents=2, num_turns=1, use_separate_critic=False, rollout_buffer_size=4, train_batch_size=4
-        )
-    # with a separate critic the example's buffer is accepted: 4 tasks' samples per update, one step
-    config = agent_ppo_config(
-        IACConfig(num_agents=2, num_turns=1, rollout_buffer_size=4, train_batch_size=4), None, 1, "gae"
+# ---- shared actor-critic: a value head on each actor, trained in the actor's loss -------------------------
+def test_shared_actor_critic_trains_a_value_head_on_each_actor():
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    args = IACConfig(
+        num_agents=2,
+        num_turns=1,
+        num_train_epochs=1,
+        max_new_tokens=8,
+        logging_steps=1,
+        use_separate_critic=False,
+        rollout_buffer_size=4,
+        train_batch_size=4,
     )
-    assert config.data.train_batch_size == 4
-    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == 4
-    assert config.critic.critic.ppo_mini_batch_size == 4
+    trainer = IACTrainer(
+        agent_model=MODEL,
+        tokenizer=tokenizer,
+        train_dataset=Dataset.from_dict({"prompt": POSTS * 2}),  # docs: 4 tasks fill the buffer once
+        reward_func=length_balance_reward,
+        formatters=[lambda ex: ex["prompt"]] * 2,
+        args=args,
+    )
+    with trainer:
+        [step] = trainer.train()
+        agents = trainer._loop.agents
+        critics = [agent.groups.critic for agent in agents]
+        configs = [agent.config for agent in agents]
+    assert critics == [None, None]  # no value model beside the actors
+    assert all(c.actor_rollout_ref.actor.value_head.enable for c in configs)
+    # one update of 4 tasks per agent; the value loss is part of each actor's update (no critic optimiser)
+    assert step["task"] == 4.0
+    for k in range(2):
+        assert step[f"policy_{k}/critic/vf_loss"] > 0 and f"policy_{k}/critic/grad_norm" not in step
+        assert f"policy_{k}/actor/grad_norm" in step
+    with pytest.raises(ValueError, match="got a critic model with args.use_separate_critic=False"):
+        IACTrainer(agent_model=MODEL, critic_model=MODEL, reward_func=length_balance_reward, args=args)

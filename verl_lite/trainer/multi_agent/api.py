@@ -91,7 +91,16 @@ def agent_ppo_config(
         overrides.append(f"critic.model.path={critic_path}")
     if isinstance(args, MAGRPOConfig):
         overrides.append(f"algorithm.return_baseline={args.advantage_mode}")
-    if isinstance(args, ActorCriticConfig):
+    if isinstance(args, ActorCriticConfig) and args.shared_value_head:
+        hidden = args.value_head_hidden_dim
+        overrides += [
+            "actor_rollout_ref.actor.value_head.enable=true",
+            f"actor_rollout_ref.actor.value_head.hidden_dim={'null' if hidden is None else hidden}",
+            # CoMLRL's value loss is the squared error; verl_lite's (as verl's) is half of it
+            f"actor_rollout_ref.actor.value_head.loss_coef={2 * args.value_loss_coef}",
+            f"actor_rollout_ref.actor.value_head.cliprange_value={args.value_clip_range}",
+        ]
+    elif isinstance(args, ActorCriticConfig):
         overrides += [
             f"critic.critic.optim.lr={args.critic_learning_rate}",
             f"critic.critic.cliprange_value={args.value_clip_range}",
@@ -470,7 +479,8 @@ class IACTrainer(MAGRPOTrainer):
     """Independent actor-critic: every agent's policy has its own critic (GAE on the joint reward).
 
     CoMLRL's arguments: ``critic_model`` (one folder for every critic; default: the agent's model) or
-    ``critics`` (one per agent); ``metrics_callback(rollouts)`` takes the place of the eval logger (each
+    ``critics`` (one per agent), neither with ``args.use_separate_critic=False`` (a value head on each
+    agent's actor is its critic); ``metrics_callback(rollouts)`` takes the place of the eval logger (each
     rollout a :class:`~verl_lite.trainer.multi_agent.loop.RolloutSample`).
     """
 
@@ -498,6 +508,11 @@ class IACTrainer(MAGRPOTrainer):
     ):
         if critic_model is not None and critics is not None:
             raise ValueError(f"{type(self).__name__} got both critic_model and critics; pass one of them.")
+        if isinstance(args, ActorCriticConfig) and args.shared_value_head and (critic_model is not None or critics is not None):
+            raise ValueError(
+                f"{type(self).__name__} got a critic model with args.use_separate_critic=False, where each agent's "
+                "critic is a value head on its actor; pass no critic_model or critics."
+            )
         super().__init__(
             agent_model=agent_model,
             agents=agents,

@@ -201,7 +201,8 @@ class MARLOOConfig(MAGRPOConfig):
 
 @dataclass
 class ActorCriticConfig(MultiAgentConfig):
-    """The fields IAC and MAAC add (CoMLRL's names and defaults); the critic is a separate value model."""
+    """The fields IAC and MAAC add (CoMLRL's names and defaults): the critic is a separate value model, or
+    with IAC's ``use_separate_critic=False`` a value head on each agent's actor."""
 
     num_train_epochs: int = 40
     logging_steps: int = 1
@@ -212,39 +213,37 @@ class ActorCriticConfig(MultiAgentConfig):
     critic_learning_rate: float | None = 5.0e-6
     # Clip of the value update around the old values (verl's cliprange_value).
     value_clip_range: float = 0.2
-    # CoMLRL's weight of the value loss in a loss shared with the actor; verl_lite's critic has its own
-    # optimiser, so only 0.6 (CoMLRL's default) is accepted.
+    # Weight of the value loss in the loss shared with the actor (a value head on the actor); a separate
+    # critic has its own optimiser here, so with one only 0.6 (CoMLRL's default) is accepted.
     value_loss_coef: float = 0.6
-    # True: the critic is its own model (the only kind built here).
-    use_separate_critic: bool = True
     # v: the critic values the prompt and answer so far (the only kind built here).
     critic_type: str = "v"
-    # CoMLRL's hidden width of a value head on the actor; not built here (only None).
-    critic_value_head_hidden_dim: int | None = None
-    value_head_hidden_dim: int | None = None
     # CoMLRL's device per critic; accepted with a notice, Ray places the workers.
     critic_devices: str | Sequence[str] | None = None
 
     min_generations = 1
+
+    @property
+    def shared_value_head(self) -> bool:
+        """Whether each agent's values come from a head on its actor, trained in the actor's loss."""
+        return False
 
     def __post_init__(self) -> None:
         if self.critic_learning_rate is None:
             self.critic_learning_rate = self.agent_learning_rate
         super().__post_init__()
         name = type(self).__name__
-        refused = {
-            "use_separate_critic": (self.use_separate_critic, True),
-            "critic_type": (self.critic_type, "v"),
-            "value_loss_coef": (self.value_loss_coef, 0.6),
-            "critic_value_head_hidden_dim": (self.critic_value_head_hidden_dim, None),
-            "value_head_hidden_dim": (self.value_head_hidden_dim, None),
-        }
-        for key, (value, built) in refused.items():
-            if value != built:
-                raise ValueError(
-                    f"{name}.{key} is {value!r}; verl_lite's critic is a separate value model V(prompt, "
-                    f"answer) with its own optimiser, so only {built!r} is valid."
-                )
+        if self.critic_type != "v":
+            raise ValueError(
+                f"{name}.critic_type is {self.critic_type!r}; verl_lite's critic values the prompt and the answer "
+                "so far, V(prompt, answer), so only 'v' is valid."
+            )
+        if not self.shared_value_head and self.value_loss_coef != 0.6:
+            raise ValueError(
+                f"{name}.value_loss_coef is {self.value_loss_coef!r}; a separate critic trains with its own "
+                "optimiser here, so only 0.6 is valid (it weighs the value loss of a head on the actor: "
+                "IACConfig(use_separate_critic=False))."
+            )
         if self.value_clip_range <= 0:
             raise ValueError(f"{name}.value_clip_range is {self.value_clip_range}; it must be > 0.")
 
@@ -252,6 +251,32 @@ class ActorCriticConfig(MultiAgentConfig):
 @dataclass
 class IACConfig(ActorCriticConfig):
     """Settings of :class:`~verl_lite.trainer.multi_agent.IACTrainer`: CoMLRL's ``IACConfig``."""
+
+    # True: each agent's critic is its own model; False: a value head on the agent's actor, trained with it
+    # in one loss (policy loss + value_loss_coef x value loss, one optimiser at agent_learning_rate).
+    use_separate_critic: bool = True
+    # Width of a tanh layer in the actor's value head (use_separate_critic=False; None: one linear layer).
+    value_head_hidden_dim: int | None = None
+    # CoMLRL's hidden width of a separate critic's head; verl_lite's critic head is linear (only None).
+    critic_value_head_hidden_dim: int | None = None
+
+    @property
+    def shared_value_head(self) -> bool:
+        return not self.use_separate_critic
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_value_head_hidden_dim is not None:
+            raise ValueError(
+                f"IACConfig.critic_value_head_hidden_dim is {self.critic_value_head_hidden_dim!r}; verl_lite's "
+                "separate critic has a linear head, so only None is valid."
+            )
+        if self.value_head_hidden_dim is not None and not self.shared_value_head:
+            warnings.warn(
+                "IACConfig.value_head_hidden_dim sizes the head on the actor, which use_separate_critic=True "
+                "does not build; it has no effect (as in CoMLRL).",
+                stacklevel=3,
+            )
 
 
 @dataclass
