@@ -25,7 +25,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from verl_lite.workers.engine import HF_CONFIG_DIR
-from verl_lite.workers.engine.value_head import VALUE_HEAD, VALUE_HEAD_FILE, split_value_head
+from verl_lite.workers.engine.value_head import VALUE_HEAD_FILE, is_value_head, split_value_head
+from verl_lite.workers.lora import hf_name
 
 PARTS = ("actor", "critic")
 # Written next to the Hugging Face config by a LoRA engine: the adapter's PEFT config.
@@ -78,9 +79,9 @@ def merge_checkpoint(
         model.load_state_dict(state, assign=True)
         model.tie_weights()
         model.save_pretrained(target_dir, safe_serialization=True)
-        head = _value_head_state(ckpt)
-        if head:
-            torch.save(head, os.path.join(target_dir, VALUE_HEAD_FILE))
+    head = _value_head_state(ckpt)
+    if head:
+        torch.save(head, os.path.join(target_dir, VALUE_HEAD_FILE))
     if os.path.isfile(os.path.join(hf_dir, "tokenizer_config.json")):
         transformers.AutoTokenizer.from_pretrained(hf_dir).save_pretrained(target_dir)
     return target_dir
@@ -96,15 +97,14 @@ def _load_shards(state: dict[str, torch.Tensor], ckpt: str) -> None:
 def _value_head_state(ckpt: str) -> dict[str, torch.Tensor]:
     """The value head's ``state_dict`` in the checkpoint (an actor with ``actor.value_head``), or {}."""
     stored = dcp.FileSystemReader(ckpt).read_metadata().state_dict_metadata
-    prefix = f"model.{VALUE_HEAD}."
     state = {
         name.removeprefix("model."): torch.empty(tuple(meta.size), dtype=meta.properties.dtype)
         for name, meta in stored.items()
-        if name.startswith(prefix)
+        if name.startswith("model.") and is_value_head(hf_name(name.removeprefix("model.")))
     }
     if state:
         _load_shards(state, ckpt)
-    return split_value_head(state)[1]
+    return split_value_head({hf_name(name): t for name, t in state.items()})[1]
 
 
 def _lora_model(ckpt: str, model_cls, config, adapter_only: bool, base_model: str | None):

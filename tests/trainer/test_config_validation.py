@@ -98,14 +98,6 @@ BAD_CONFIGS = [
         [
             "algorithm.adv_estimator=gae",
             "actor_rollout_ref.actor.value_head.enable=true",
-            "actor_rollout_ref.model.lora_rank=8",
-        ],
-        "needs the actor's body trained in full, but actor_rollout_ref.model.lora_rank=8",
-    ),
-    (
-        [
-            "algorithm.adv_estimator=gae",
-            "actor_rollout_ref.actor.value_head.enable=true",
             "actor_rollout_ref.actor.value_head.hidden_dim=0",
         ],
         "actor_rollout_ref.actor.value_head.hidden_dim=0 must be a positive integer or null.",

@@ -2,7 +2,8 @@
 
 Its values and the joint loss's gradient (policy loss + loss_coef x clipped value loss) through two gloo
 ranks equal a single-process reference; the head stays out of the weight sync and of the Hugging Face
-weights, and checkpoints, exports and merges keep it beside them.
+weights, and checkpoints, exports and merges keep it beside them. With LoRA the head trains in full next
+to the adapters, and the rollout still gets the adapters only.
 """
 
 import torch
@@ -117,3 +118,40 @@ def test_values_and_joint_gradient_match_a_single_process_reference(tiny_model_d
     finally:
         release(group)
         release(packed)
+
+
+def test_with_lora_the_head_trains_in_full_next_to_the_adapters(tiny_model_dir, kv_store, tmp_path):
+    lora = {"lora_rank": 4, "lora_alpha": 8, "target_modules": "all-linear"}
+    group = make_group(tiny_model_dir, 1, name="value_head_lora", model=lora, optim=OPTIM, value_head=HEAD)
+    try:
+        meta = put_trajectories(kv_store)
+        returns = jagged([[r] * len(resp) for r, resp in zip(RETURNS, RESPONSES)], torch.float32)
+        kv_store.kv_batch_put(meta.keys, "train", fields=TensorDict({"returns": returns}, [len(meta)]))
+        meta = group.compute_values(meta.with_fields(["returns"]))
+        before = group.full_weights()
+        group.update_actor(meta)
+        after = group.full_weights()
+        head = [k for k in before if ".value_head." in k]
+        frozen = [
+            k for k in before if ".value_head." not in k and ".lora_" not in k and "original_module" not in k
+        ]
+        assert head and all(not torch.equal(before[k], after[k]) for k in head)  # the head trains
+        assert all(torch.equal(before[k], after[k]) for k in frozen)  # the base does not
+        # the rollout gets the adapters only; the checkpoint restores the head, the merger writes it
+        synced = group.synced_names()[0]
+        assert synced and all(".lora_A." in n or ".lora_B." in n for n in synced)
+        group.save_checkpoint(str(tmp_path / "actor"))
+        saved = read(kv_store, group.compute_values(meta), "values").values()
+        group.update_actor(meta)
+        group.load_checkpoint(str(tmp_path / "actor"))
+        assert torch.equal(read(kv_store, group.compute_values(meta), "values").values(), saved)
+        model_merger.merge_checkpoint(
+            str(tmp_path / "actor"), str(tmp_path / "merged"), base_model=tiny_model_dir
+        )
+        merged = torch.load(tmp_path / "merged" / VALUE_HEAD_FILE)
+        trained = {
+            k.split(".value_head.", 1)[1]: t for k, t in group.full_weights().items() if ".value_head." in k
+        }
+        assert merged.keys() == trained.keys() and all(torch.equal(merged[k], trained[k]) for k in merged)
+    finally:
+        release(group)

@@ -551,7 +551,7 @@ def _model_problems(config: PPOConfig) -> list[str]:
 
 
 def _value_head_problems(config: PPOConfig) -> list[str]:
-    """A value head on the actor: something reads its values, no critic beside it, a body trained in full."""
+    """A value head on the actor: something reads its values, no critic beside it, no critic-only warm-up."""
     head, key = config.actor_rollout_ref.actor.value_head, "actor_rollout_ref.actor.value_head"
     if not head.enable:
         return []
@@ -566,11 +566,6 @@ def _value_head_problems(config: PPOConfig) -> list[str]:
         )
     if config.critic.enable:
         out.append(f"{key}.enable=true and critic.enable=true both learn the values; keep one of them.")
-    if config.actor_rollout_ref.model.lora_rank > 0:
-        out.append(
-            f"{key}.enable=true needs the actor's body trained in full, but actor_rollout_ref.model.lora_rank="
-            f"{config.actor_rollout_ref.model.lora_rank}; set it to 0 or use a separate critic (LoRA there works)."
-        )
     if config.trainer.critic_warmup > 0:
         out.append(
             f"trainer.critic_warmup={config.trainer.critic_warmup} trains a critic alone first, but {key} learns "

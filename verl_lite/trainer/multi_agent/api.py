@@ -508,7 +508,11 @@ class IACTrainer(MAGRPOTrainer):
     ):
         if critic_model is not None and critics is not None:
             raise ValueError(f"{type(self).__name__} got both critic_model and critics; pass one of them.")
-        if isinstance(args, ActorCriticConfig) and args.shared_value_head and (critic_model is not None or critics is not None):
+        if (
+            isinstance(args, ActorCriticConfig)
+            and args.shared_value_head
+            and (critic_model is not None or critics is not None)
+        ):
             raise ValueError(
                 f"{type(self).__name__} got a critic model with args.use_separate_critic=False, where each agent's "
                 "critic is a value head on its actor; pass no critic_model or critics."

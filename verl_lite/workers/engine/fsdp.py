@@ -50,7 +50,7 @@ from verl_lite.workers.engine.value_head import (
     split_value_head,
 )
 from verl_lite.workers.engine.varlen_attention import packed_attention_implementation
-from verl_lite.workers.lora import adapter_tensors, lora_scaling, merged_state_dict, wrap_with_lora
+from verl_lite.workers.lora import adapter_tensors, hf_name, lora_scaling, merged_state_dict, wrap_with_lora
 
 MODEL_KINDS = ("causal_lm", "value")
 
@@ -120,17 +120,17 @@ class FSDPEngine(TrainingEngine):
         if model_config.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self._hf_class = type(model)
-        self.value_head = None
-        if value_head is not None:
-            if kind != "causal_lm" or model_config.lora_rank > 0:
-                raise ValueError(
-                    "a value head goes on a causal LM trained in full (kind causal_lm, lora_rank 0)."
-                )
-            self.value_head = attach_value_head(model, value_head.hidden_dim)
         self.lora_scaling = None
         if model_config.lora_rank > 0 and optim_config is not None:
             model = wrap_with_lora(model, model_config, kind)
             self.lora_scaling = lora_scaling(model_config.lora_alpha, model_config.lora_rank)
+        self.value_head = None
+        if value_head is not None:
+            if kind != "causal_lm":
+                raise ValueError(f"a value head goes on a causal LM, not on a {kind!r} model.")
+            # after the LoRA wrap: the new head trains in full next to the adapters
+            body = model.get_base_model() if self.lora_scaling is not None else model
+            self.value_head = attach_value_head(body, value_head.hidden_dim)
         self.mesh = init_device_mesh(self.device.type, (self.world_size,))
         mp_policy = (
             MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
@@ -285,7 +285,7 @@ class FSDPEngine(TrainingEngine):
             yield from ((name, t) for name, t in self.named_full_parameters() if not is_value_head(name))
             return
         for name, param in self.model.named_parameters():
-            if param.requires_grad:
+            if param.requires_grad and not is_value_head(hf_name(name)):
                 full = param.full_tensor() if isinstance(param, DTensor) else param
                 yield from adapter_tensors([(name, full.detach())], self.lora_scaling)
 
