@@ -575,8 +575,9 @@ def _value_head_problems(config: PPOConfig) -> list[str]:
         out.append(f"{key}.hidden_dim={head.hidden_dim!r} must be a positive integer or null.")
     if not isinstance(head.loss_coef, (int, float)) or head.loss_coef < 0:
         out.append(f"{key}.loss_coef={head.loss_coef!r} must be a number >= 0.")
-    if not isinstance(head.cliprange_value, (int, float)) or head.cliprange_value <= 0:
-        out.append(f"{key}.cliprange_value={head.cliprange_value!r} must be a number > 0.")
+    clip = head.cliprange_value
+    if clip is not None and (not isinstance(clip, (int, float)) or clip <= 0):
+        out.append(f"{key}.cliprange_value={clip!r} must be a number > 0, or null for no clipping.")
     return out
 
 

@@ -139,8 +139,8 @@ class ValueHeadConfig:
     hidden_dim: int | None = None
     # Weight of the clipped value loss added to the policy loss.
     loss_coef: float = 0.5
-    # Value clipping range around the rollout-time values.
-    cliprange_value: float = 0.5
+    # Value clipping range around the rollout-time values (None: no clipping).
+    cliprange_value: float | None = 0.5
 
 
 @dataclass
@@ -201,8 +201,8 @@ class RefConfig:
 class CriticConfig(UpdateBatchingConfig):
     """Value model update: batch geometry (inherited) and the clipped value loss."""
 
-    # Value clipping range around the old values.
-    cliprange_value: float = 0.5
+    # Value clipping range around the old values (None: no clipping).
+    cliprange_value: float | None = 0.5
     loss_agg_mode: str = "token-mean"
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4))
 

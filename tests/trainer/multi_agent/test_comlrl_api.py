@@ -138,7 +138,8 @@ def test_comlrl_settings_reach_each_agents_verl_lite_config():
     arr = config.actor_rollout_ref
     assert arr.rollout.top_k == 7 and arr.actor.optim.lr == 5.0e-6
     critic = agent_ppo_config(IACConfig(num_turns=1, critic_learning_rate=3e-4), None, 1, "gae").critic
-    assert critic.critic.optim.lr == 3e-4 and critic.critic.cliprange_value == 0.2
+    # CoMLRL clips only a value head on the actor: its separate critic's update is unclipped
+    assert critic.critic.optim.lr == 3e-4 and critic.critic.cliprange_value is None
 
 
 def test_trainers_take_comlrl_arguments():
@@ -339,5 +340,9 @@ def test_shared_actor_critic_puts_a_value_head_on_each_actor_with_comlrls_loss_w
     # CoMLRL weighs its squared error by value_loss_coef; verl_lite's value loss is half the squared error
     assert (head.enable, head.hidden_dim, head.loss_coef, head.cliprange_value) == (True, 32, 1.2, 0.3)
     assert not config.use_critic  # no critic workers: the head is the critic
+    unclipped = IACConfig(num_turns=1, use_separate_critic=False, value_clip_range=None)
+    assert (
+        agent_ppo_config(unclipped, None, 1, "gae").actor_rollout_ref.actor.value_head.cliprange_value is None
+    )
     with pytest.warns(UserWarning, match="value_head_hidden_dim .* has no effect"):
         IACConfig(num_turns=1, value_head_hidden_dim=32)

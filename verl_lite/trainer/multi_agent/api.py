@@ -92,18 +92,18 @@ def agent_ppo_config(
     if isinstance(args, MAGRPOConfig):
         overrides.append(f"algorithm.return_baseline={args.advantage_mode}")
     if isinstance(args, ActorCriticConfig) and args.shared_value_head:
-        hidden = args.value_head_hidden_dim
         overrides += [
             "actor_rollout_ref.actor.value_head.enable=true",
-            f"actor_rollout_ref.actor.value_head.hidden_dim={'null' if hidden is None else hidden}",
+            f"actor_rollout_ref.actor.value_head.hidden_dim={_yaml(args.value_head_hidden_dim)}",
             # CoMLRL's value loss is the squared error; verl_lite's (as verl's) is half of it
             f"actor_rollout_ref.actor.value_head.loss_coef={2 * args.value_loss_coef}",
-            f"actor_rollout_ref.actor.value_head.cliprange_value={args.value_clip_range}",
+            f"actor_rollout_ref.actor.value_head.cliprange_value={_yaml(args.value_clip_range)}",
         ]
     elif isinstance(args, ActorCriticConfig):
         overrides += [
             f"critic.critic.optim.lr={args.critic_learning_rate}",
-            f"critic.critic.cliprange_value={args.value_clip_range}",
+            # CoMLRL clips the value update of a head on the actor only; a separate critic's is unclipped
+            "critic.critic.cliprange_value=null",
         ]
     if args.reference_kl_enabled:  # CoMLRL's penalty: exp(r) - r - 1 per token, r = log ref - log policy
         overrides += [
@@ -112,6 +112,11 @@ def agent_ppo_config(
             f"algorithm.kl_ctrl.kl_coef={args.reference_kl_coef}",
         ]
     return load_ppo_config(compose_config("ppo_trainer", [*overrides, *args.overrides]))
+
+
+def _yaml(value: Any) -> str:
+    """``value`` as a Hydra override's right-hand side (None is ``null``)."""
+    return "null" if value is None else str(value)
 
 
 class MAGRPOTrainer:

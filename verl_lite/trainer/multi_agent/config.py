@@ -211,8 +211,9 @@ class ActorCriticConfig(MultiAgentConfig):
     top_k: int | None = None
     # Adam learning rate of the critic(s) (None = agent_learning_rate).
     critic_learning_rate: float | None = 5.0e-6
-    # Clip of the value update around the old values (verl's cliprange_value).
-    value_clip_range: float = 0.2
+    # Clip of a value head's update around the old values (use_separate_critic=False; None: unclipped). As
+    # in CoMLRL, a separate critic's update is not clipped.
+    value_clip_range: float | None = 0.2
     # Weight of the value loss in the loss shared with the actor (a value head on the actor); a separate
     # critic has its own optimiser here, so with one only 0.6 (CoMLRL's default) is accepted.
     value_loss_coef: float = 0.6
@@ -244,7 +245,7 @@ class ActorCriticConfig(MultiAgentConfig):
                 "optimiser here, so only 0.6 is valid (it weighs the value loss of a head on the actor: "
                 "IACConfig(use_separate_critic=False))."
             )
-        if self.value_clip_range <= 0:
+        if self.value_clip_range is not None and self.value_clip_range <= 0:
             raise ValueError(f"{name}.value_clip_range is {self.value_clip_range}; it must be > 0.")
 
 
