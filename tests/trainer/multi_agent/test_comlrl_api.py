@@ -92,11 +92,6 @@ def test_configs_take_comlrl_field_names_with_its_defaults():
         (MAGRPOConfig, {"top_k": 0}, "top_k is 0; use a positive integer or None"),
         (MAGRPOConfig, {"parallel_training": "ddp"}, "parallel_training is 'ddp'; use 'none' or 'mp'"),
         (IACConfig, {"critic_type": "q"}, "IACConfig.critic_type is 'q'; .* only 'v' is valid"),
-        (
-            MAACConfig,
-            {"value_loss_coef": 0.5},
-            "value_loss_coef is 0.5; a separate critic trains with its own",
-        ),
         (IACConfig, {"critic_value_head_hidden_dim": 64}, "critic_value_head_hidden_dim is 64; .* only None"),
     ],
 )
@@ -346,3 +341,7 @@ def test_shared_actor_critic_puts_a_value_head_on_each_actor_with_comlrls_loss_w
     )
     with pytest.warns(UserWarning, match="value_head_hidden_dim .* has no effect"):
         IACConfig(num_turns=1, value_head_hidden_dim=32)
+    with pytest.warns(
+        UserWarning, match="MAACConfig.value_loss_coef=0.5 only rescales a separate critic's loss"
+    ):
+        MAACConfig(num_turns=1, value_loss_coef=0.5)

@@ -215,7 +215,7 @@ class ActorCriticConfig(MultiAgentConfig):
     # in CoMLRL, a separate critic's update is not clipped.
     value_clip_range: float | None = 0.2
     # Weight of the value loss in the loss shared with the actor (a value head on the actor); a separate
-    # critic has its own optimiser here, so with one only 0.6 (CoMLRL's default) is accepted.
+    # critic's Adam undoes any scale of its own loss, so there it has no effect (as in CoMLRL).
     value_loss_coef: float = 0.6
     # v: the critic values the prompt and answer so far (the only kind built here).
     critic_type: str = "v"
@@ -240,10 +240,11 @@ class ActorCriticConfig(MultiAgentConfig):
                 "so far, V(prompt, answer), so only 'v' is valid."
             )
         if not self.shared_value_head and self.value_loss_coef != 0.6:
-            raise ValueError(
-                f"{name}.value_loss_coef is {self.value_loss_coef!r}; a separate critic trains with its own "
-                "optimiser here, so only 0.6 is valid (it weighs the value loss of a head on the actor: "
-                "IACConfig(use_separate_critic=False))."
+            warnings.warn(
+                f"{name}.value_loss_coef={self.value_loss_coef!r} only rescales a separate critic's loss, which "
+                "its Adam optimiser undoes (CoMLRL's too, up to eps); it has no effect here. It weighs the loss "
+                "of a value head on the actor (IACConfig(use_separate_critic=False)).",
+                stacklevel=3,
             )
         if self.value_clip_range is not None and self.value_clip_range <= 0:
             raise ValueError(f"{name}.value_clip_range is {self.value_clip_range}; it must be > 0.")
