@@ -162,19 +162,18 @@ def test_two_turn_evaluation_sees_the_external_transition(two_turns):
     assert repr(record["agent_completions_turns"][1][0][0][:6]) in turn2
 
 
-@pytest.mark.parametrize("mode", ["iac", "maac", "iac_value_head"])
-def test_actor_critic_modes_train_a_policy_per_agent_and_checkpoint_each(tmp_path, mode):
+@pytest.mark.parametrize(("mode", "value_head"), [("iac", "false"), ("maac", "false"), ("iac", "true")])
+def test_actor_critic_modes_train_a_policy_per_agent_and_checkpoint_each(tmp_path, mode, value_head):
     """main_ppo, trainer.mode=iac|maac with multi_agent.agents: agent 0 on the run's policy, agent 1 on its
     own (the embedded model by path), 2 tasks in one update, one answer per agent (CoMLRL's default);
-    iac_value_head: IAC whose critics are value heads on the actors (CoMLRL's use_separate_critic=False)."""
-    value_head = mode == "iac_value_head"
+    with value_head, IAC whose critics are value heads on the actors (CoMLRL's use_separate_critic=False)."""
     tasks = tmp_path / "tasks2.parquet"
     pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(2).to_parquet(tasks)
     history = train(
         tmp_path,
-        f"trainer.mode={mode.removesuffix('_value_head')}",
+        f"trainer.mode={mode}",
         "algorithm.adv_estimator=gae",
-        f"actor_rollout_ref.actor.value_head.enable={str(value_head).lower()}",
+        f"actor_rollout_ref.actor.value_head.enable={value_head}",
         f"data.train_files={tasks}",
         "trainer.total_epochs=1",
         "trainer.save_freq=1",
@@ -193,15 +192,15 @@ def test_actor_critic_modes_train_a_policy_per_agent_and_checkpoint_each(tmp_pat
         assert f"policy_{k}/actor/pg_loss" in step and f"policy_{k}/critic/returns/mean" in step
     checkpoint = tmp_path / "grpo_tiny" / "checkpoints" / "global_step_1"
     parts = {p.relative_to(checkpoint).as_posix() for p in checkpoint.glob("policy_*/*")}
-    if mode == "iac":  # a critic per policy
-        assert {"policy_0/critic", "policy_1/critic"} <= parts
-        assert all(f"policy_{k}/critic/vf_loss" in step for k in (0, 1))
-    elif value_head:  # each actor's value head, trained in its update: no critic workers or checkpoint part
+    if value_head == "true":  # each actor's value head, trained in its update: no critic workers or part
         assert not any(p.endswith("/critic") for p in parts)
         assert all(
             f"policy_{k}/critic/vf_loss" in step and f"policy_{k}/critic/grad_norm" not in step
             for k in (0, 1)
         )
+    elif mode == "iac":  # a critic per policy
+        assert {"policy_0/critic", "policy_1/critic"} <= parts
+        assert all(f"policy_{k}/critic/vf_loss" in step for k in (0, 1))
     else:  # one centralised critic, the run's, trained on both agents' answers
         assert "policy_0/critic" in parts and "policy_1/critic" not in parts
         assert "critic/vf_loss" in step and "policy_1/critic/vf_loss" not in step
