@@ -215,8 +215,9 @@ class MultiAgentLoop:
         advantages → critic updates → actor updates → weight syncs → keys cleared.
 
         With several policies their metrics carry a ``policy_<k>/`` prefix. The critic is each policy's own
-        (IAC: a value model, or a value head on the actor trained in its loss; none for MAGRPO), or with ``self.critic`` one centralised critic valuing every agent's
-        answers and trained on all of them at once (MAAC).
+        (IAC: a value model, or a value head on the actor trained in its loss; none for MAGRPO), or with
+        ``self.critic`` one centralised critic valuing every agent's answers and trained on all of them at
+        once (MAAC).
         """
         metrics: dict[str, float] = {}
         prefixes = [f"policy_{k}/" if len(policies) > 1 else "" for k in range(len(policies))]

@@ -175,31 +175,33 @@ class FSDPEngine(TrainingEngine):
         return {k: micro_batch[k].to(self.device) for k in keys if k in micro_batch}
 
     def forward(self, micro_batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.model_config.use_remove_padding:
-            return self._forward_packed(micro_batch)
-        kwargs = {}
-        if "responses" in micro_batch and self._is_causal_lm:
-            # Only the last response_width + 1 positions predict response tokens (prompts are
-            # left-padded, responses right-padded): skip the vocabulary projection for the rest.
-            kwargs["logits_to_keep"] = micro_batch["responses"].shape[1] + 1
-        return self.model(**self._model_inputs(micro_batch), use_cache=False, **kwargs).logits.float()
+        return self._forward(micro_batch, with_values=False)
 
     def forward_with_values(self, micro_batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (as :meth:`forward`) and the value head's values, (batch, columns, 1), of one micro-batch."""
         if self.value_head is None:
             raise RuntimeError("this engine was built without a value head (actor.value_head.enable).")
+        return self._forward(micro_batch, with_values=True)
+
+    def _forward(
+        self, micro_batch: dict[str, torch.Tensor], with_values: bool
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         if self.model_config.use_remove_padding:
-            return self._forward_packed(micro_batch, with_values=True)
+            return self._forward_packed(micro_batch, with_values)
         kwargs = {}
-        if "responses" in micro_batch:
+        if "responses" in micro_batch and self._is_causal_lm:
+            # Only the last response_width + 1 positions predict response tokens (prompts are
+            # left-padded, responses right-padded): skip the vocabulary projection for the rest.
             kwargs["logits_to_keep"] = micro_batch["responses"].shape[1] + 1
         output = self.model(
-            **self._model_inputs(micro_batch), use_cache=False, output_hidden_states=True, **kwargs
+            **self._model_inputs(micro_batch), use_cache=False, output_hidden_states=with_values, **kwargs
         )
+        if not with_values:
+            return output.logits.float()
         return output.logits.float(), self.value_head(output.hidden_states[-1]).float()
 
     def _forward_packed(
-        self, micro_batch: dict[str, torch.Tensor], with_values: bool = False
+        self, micro_batch: dict[str, torch.Tensor], with_values: bool
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The padded forward's output, (batch, columns, ...), computed on the rows packed end to end
         (with ``with_values``, also the value head's values on the same grid)."""
