@@ -108,19 +108,28 @@ class RLHFDataset(Dataset):
         self.skipped: dict[str, dict[str, Any]] = {}
         self.num_truncated = 0
         source = read_rows(data_files, key=f"data.{split}_files") if rows is None else rows
+        usable = []
+        for index, row in enumerate(map(dict, source)):
+            reason = row_skip_reason(row, prompt_key)
+            if reason is None:
+                usable.append((index, row, _as_messages(row[prompt_key])))
+            else:
+                self._skip(reason, index, row)
+        # one batched tokenizer call for every prompt: the fast tokenizer encodes a list in one go
+        texts, token_ids = render_prompts(tokenizer, [m for _, _, m in usable], self.chat_template_kwargs)
         self.examples = [
-            ex for i, row in enumerate(source) if (ex := self._encode_row(i, dict(row))) is not None
+            example
+            for (index, row, messages), text, ids in zip(usable, texts, token_ids)
+            if (example := self._example(index, row, messages, text, ids)) is not None
         ]
         self._log_skipped(len(source))
 
-    def _encode_row(self, index: int, row: dict[str, Any]) -> dict[str, Any] | None:
-        """The stored example of ``row``, or None (recorded in ``skipped``) when it cannot be used."""
-        reason = row_skip_reason(row, self.prompt_key)
-        if reason is not None:
-            return self._skip(reason, index, row)
-        messages = _as_messages(row[self.prompt_key])
+    def _example(
+        self, index: int, row: dict[str, Any], messages: list[dict[str, Any]], text: str, ids: list[int]
+    ) -> dict[str, Any] | None:
+        """The stored example of a usable ``row`` rendered as ``text`` / ``ids``, or None (recorded in
+        ``skipped``) when it is overlong and overlong prompts are filtered."""
         ground_truth = row["reward_model"]["ground_truth"]
-        text, ids = render_prompt(self.tokenizer, messages, self.chat_template_kwargs)
         if len(ids) > self.max_prompt_length:
             if self.filter_overlong_prompts:
                 return self._skip("overlong_prompt", index, row)
@@ -182,11 +191,20 @@ def render_prompt(
     tokenizer: Any, prompt: Any, chat_template_kwargs: Mapping[str, Any] | None = None
 ) -> tuple[str, list[int]]:
     """The chat-templated text of a prompt cell (a string or a message list) and its token ids."""
-    messages = _as_messages(prompt)
-    text = tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, **dict(chat_template_kwargs or {})
-    )
-    return text, tokenizer(text, add_special_tokens=False)["input_ids"]
+    [text], [ids] = render_prompts(tokenizer, [prompt], chat_template_kwargs)
+    return text, ids
+
+
+def render_prompts(
+    tokenizer: Any, prompts: Sequence[Any], chat_template_kwargs: Mapping[str, Any] | None = None
+) -> tuple[list[str], list[list[int]]]:
+    """``render_prompt`` of many prompt cells, tokenized in one batched call."""
+    kwargs = dict(chat_template_kwargs or {})
+    texts = [
+        tokenizer.apply_chat_template(_as_messages(p), tokenize=False, add_generation_prompt=True, **kwargs)
+        for p in prompts
+    ]
+    return texts, (tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else [])
 
 
 def row_skip_reason(row: Mapping[str, Any], prompt_key: str = "prompt") -> str | None:
