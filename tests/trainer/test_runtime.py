@@ -61,3 +61,26 @@ def test_runs_on_a_running_ray_share_a_runner_per_runtime_env_and_a_dead_one_is_
     pid = runner_pid(first)
     ray.kill(first, no_restart=True)
     assert runner_pid(start_runner(env, reuse=True)) != pid
+
+
+def test_runs_that_differ_in_extensions_share_a_runner_and_each_runs_workers_load_their_own(tmp_path):
+    from tests.trainer.helpers import train
+
+    marks = {}
+    for name in ("a", "b"):
+        marks[name] = tmp_path / f"imported_{name}.txt"
+        (tmp_path / f"ext_{name}.py").write_text(
+            f"import os\nwith open({str(marks[name])!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
+        )
+    for name in ("a", "b"):
+        history = train(
+            tmp_path / name,
+            "trainer.total_training_steps=1",
+            f"trainer.extensions=[{tmp_path}/ext_{name}.py]",
+        )
+        assert [h["step"] for h in history] == [1]
+    # every process that imported an extension, but this one (the driver validates the config with it)
+    pids = {name: set(map(int, path.read_text().split())) - {os.getpid()} for name, path in marks.items()}
+    # one runner imported both; each run's worker processes imported only their run's extension
+    [runner] = pids["a"] & pids["b"]
+    assert pids["a"] - {runner} and pids["b"] - {runner}

@@ -68,11 +68,19 @@ class TaskRunner:
             self._running.release()
 
     def _run(self, config_dict: dict) -> list[dict[str, Any]]:
-        from verl_lite.trainer.runtime import Runtime, extension_entries
+        from verl_lite.single_controller.ray.process_env import run_environment
+        from verl_lite.trainer.runtime import ppo_env_vars
         from verl_lite.utils.config import from_config
-        from verl_lite.utils.extensions import load_extensions
 
         config = from_config(PPOConfig, config_dict)
+        # this run's extensions and KV store name, here and in every process the run starts
+        with run_environment(ppo_env_vars(config)):
+            return self._train(config, config_dict)
+
+    def _train(self, config: PPOConfig, config_dict: dict) -> list[dict[str, Any]]:
+        from verl_lite.trainer.runtime import Runtime, extension_entries
+        from verl_lite.utils.extensions import load_extensions
+
         load_extensions(extension_entries(config))
 
         with Runtime() as runtime, ThreadPoolExecutor(1, thread_name_prefix="start-workers") as starter:
@@ -109,10 +117,15 @@ def start_runner(runtime_env: dict[str, Any], *, reuse: bool) -> Any:
     With ``reuse`` (for a Ray that outlives the run: a notebook's, a test session's), the runner an earlier
     run of this Ray job left with the same ``runtime_env`` is taken when it is still there, so runs in a row
     pay the runner's start-up (a Ray worker importing torch and transformers, ~5 CPU-s) once. It ends with
-    the job. Runs that share a runtime env also share the KV store's name, so they cannot run at once anyway.
-    Extensions are imported once per process, in the runner as in the driver: an extension edited between
-    two runs takes effect in a new Python session.
+    the job. The extensions are left out of the comparison: each run loads its own and hands them to the
+    processes it starts (``TaskRunner.run``). Runs that share a runtime env also share the KV store's name,
+    so they cannot run at once anyway. Extensions are imported once per process, in the runner as in the
+    driver: an extension edited between two runs takes effect in a new Python session.
     """
+    from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
+
+    env_vars = {k: v for k, v in (runtime_env.get("env_vars") or {}).items() if k != EXTENSIONS_ENV}
+    runtime_env = {**runtime_env, "env_vars": env_vars}
     if not reuse:
         return TaskRunner.options(runtime_env=runtime_env).remote()
     digest = hashlib.sha256(json.dumps(runtime_env, sort_keys=True, default=str).encode()).hexdigest()[:16]

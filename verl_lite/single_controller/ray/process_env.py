@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 # TOKENIZERS_PARALLELISM: the Rust tokenizer's thread pool would fight the workers' own threads.
 # MALLOC_ARENA_MAX: the rollout servers decode and the actors train on threads other than the process's
@@ -19,4 +21,36 @@ def worker_env_vars(**extra: str) -> dict[str, str]:
     return {**defaults, **extra}
 
 
-__all__ = ["WORKER_ENV_DEFAULTS", "worker_env_vars"]
+# What the run under way in this process sets (run_environment); every worker group it starts gets it.
+_RUN_ENV: dict[str, str] = {}
+
+
+@contextlib.contextmanager
+def run_environment(env: dict[str, str]) -> Iterator[None]:
+    """Within the block, this process's environment holds ``env`` and every ``RayWorkerGroup`` started
+    from it passes ``env`` to its workers (``run_env_vars``); both are restored afterwards.
+
+    A controller that serves several runs in a row (a reused ``TaskRunner``) gives each run's processes
+    that run's environment (its extensions, its KV store's name) instead of the one it started with.
+    """
+    global _RUN_ENV
+    saved, saved_run_env = {name: os.environ.get(name) for name in env}, _RUN_ENV
+    os.environ.update(env)
+    _RUN_ENV = {**saved_run_env, **env}
+    try:
+        yield
+    finally:
+        _RUN_ENV = saved_run_env
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_env_vars() -> dict[str, str]:
+    """The environment variables of the run under way in this process (``run_environment``), or none."""
+    return dict(_RUN_ENV)
+
+
+__all__ = ["WORKER_ENV_DEFAULTS", "run_env_vars", "run_environment", "worker_env_vars"]

@@ -15,6 +15,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl_lite.single_controller.decorator import Execute, MethodSpec, get_method_spec
 from verl_lite.single_controller.dispatch import DispatchPlan
+from verl_lite.single_controller.ray.process_env import run_env_vars
 from verl_lite.single_controller.ray.resource_pool import RayResourcePool
 from verl_lite.single_controller.worker import MeshRank
 from verl_lite.transport import pack_tree, unpack_tree
@@ -126,6 +127,7 @@ class RayWorkerGroup:
         workers = []
         for rank, (pg, bundle, local_rank, local_world_size) in enumerate(slots):
             env = {
+                **run_env_vars(),
                 **env_vars,
                 "RANK": str(rank),
                 "WORLD_SIZE": str(len(slots)),
