@@ -19,3 +19,16 @@ def suite_cluster() -> SimpleNamespace:
 def cluster():
     """``suite_cluster()`` for one test (a test that started a Ray of its own ended the previous one)."""
     return suite_cluster()
+
+
+@pytest.fixture
+def ray_must_not_start(monkeypatch):
+    """Fails the test if anything starts Ray or a run goes on to use a running one: for the checks that must
+    fire before Ray. The suite's Ray, when up, stays up for the tests after (restarting it costs seconds)."""
+    from verl_lite.trainer.runtime import Runtime
+
+    def reached(*args, **kwargs):
+        raise AssertionError("Ray was reached: a check that belongs before Ray let this input through")
+
+    monkeypatch.setattr(ray, "init", reached)
+    monkeypatch.setattr(Runtime, "start_ray", reached)

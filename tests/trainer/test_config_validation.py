@@ -6,7 +6,6 @@ import sys
 
 import pandas as pd
 import pytest
-import ray
 
 from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.trainer.validation import EMBEDDED_DATA, EMBEDDED_MODEL
@@ -299,17 +298,16 @@ BAD_CONFIGS = [
 
 
 @pytest.mark.parametrize("overrides,message", BAD_CONFIGS)
-def test_bad_config_is_rejected_with_a_clear_sentence_before_ray_starts(overrides, message, tmp_path):
+def test_bad_config_is_rejected_with_a_clear_sentence_before_ray_starts(
+    overrides, message, tmp_path, ray_must_not_start
+):
     if any("no_source.jsonl" in o for o in overrides):
         path = tmp_path / "no_source.jsonl"
         path.write_text('{"prompt": "1 + 1 =", "reward_model": {"ground_truth": "2"}}\n')
         overrides = [o.replace("${oc.env:PWD}/tests/fixtures/no_source.jsonl", str(path)) for o in overrides]
-    if ray.is_initialized():
-        ray.shutdown()
     with pytest.raises(ValueError) as info:
         load(*overrides)
     assert message in str(info.value)
-    assert not ray.is_initialized()
 
 
 def test_remax_needs_only_one_sample_per_prompt():
@@ -328,15 +326,14 @@ def test_user_files_become_absolute_for_remote_processes(monkeypatch, tmp_path):
     assert config.reward.custom_reward_function.path == str(tmp_path / "reward.py")
 
 
-def test_corrupt_train_parquet_is_rejected_naming_key_and_file_before_ray_starts(tmp_path):
+def test_corrupt_train_parquet_is_rejected_naming_key_and_file_before_ray_starts(
+    tmp_path, ray_must_not_start
+):
     bad = tmp_path / "train.parquet"
     bad.write_bytes(b"PAR1 cut short")
-    if ray.is_initialized():
-        ray.shutdown()
     with pytest.raises(ValueError) as info:
         load(f"data.train_files={bad}", "data.val_files=null")
     assert f"- data.train_files: cannot read {str(bad)!r} (ArrowInvalid: " in str(info.value)
-    assert not ray.is_initialized()
 
 
 def test_main_ppo_exits_2_with_one_line_naming_an_unreadable_val_file(tmp_path):
@@ -354,14 +351,14 @@ def test_main_ppo_exits_2_with_one_line_naming_an_unreadable_val_file(tmp_path):
     assert f"- data.val_files: cannot read {str(bad)!r}: line 2 is not JSON" in proc.stderr
 
 
-def test_data_file_without_a_usable_row_is_rejected_with_its_skip_counts_before_ray_starts(tmp_path):
+def test_data_file_without_a_usable_row_is_rejected_with_its_skip_counts_before_ray_starts(
+    tmp_path, ray_must_not_start
+):
     rows = pd.read_parquet(os.path.join(EMBEDDED_DATA, "train.parquet")).head(120)
     rows["reward_model"] = [{"style": "rule", "ground_truth": None}] * 100 + list(rows["reward_model"][100:])
     rows.loc[100:, "prompt"] = None  # the last 20 have a ground truth but no prompt
     bad = tmp_path / "no_answers.parquet"
     rows.to_parquet(bad)
-    if ray.is_initialized():
-        ray.shutdown()
     with pytest.raises(ValueError) as info:
         load(f"data.val_files={bad}")
     assert (
@@ -369,7 +366,6 @@ def test_data_file_without_a_usable_row_is_rejected_with_its_skip_counts_before_
         "20 missing_prompt)."
     ) in str(info.value)
     assert "data.train_files" not in str(info.value)  # the embedded train file has usable rows
-    assert not ray.is_initialized()
 
 
 def test_model_folder_whose_config_or_tokenizer_cannot_load_is_rejected_naming_it(tmp_path):

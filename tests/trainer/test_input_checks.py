@@ -1,7 +1,7 @@
 """What the data rows and user files ask for is checked before Ray starts: ``main_ppo`` exits 2 naming key and value.
 
 Each case goes through ``run_cli`` (what ``python -m verl_lite.main_ppo`` runs after Hydra) with the real
-``run``: had a check missed, Ray would start, so ``not ray.is_initialized()`` afterwards shows it never did.
+``run``: had a check missed, the run would reach Ray, which the ``ray_must_not_start`` fixture turns into a failure.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-import ray
 
 from tests.trainer.helpers import FAST
 from verl_lite.main_ppo import run
@@ -20,17 +19,15 @@ from verl_lite.trainer.load import compose_config, load_ppo_config
 from verl_lite.utils.cli import run_cli
 
 ARR = "actor_rollout_ref.rollout"
+pytestmark = pytest.mark.usefixtures("ray_must_not_start")
 ROW = {"prompt": "1 + 1 =", "reward_model": {"ground_truth": "2"}, "data_source": "synthetic_arith"}
 
 
 def exits_2_before_ray(capsys, *overrides, config_name: str = "ppo_trainer") -> str:
-    """``main_ppo``'s stderr for ``overrides``, asserting exit code 2 and that Ray never started."""
-    if ray.is_initialized():
-        ray.shutdown()
+    """``main_ppo``'s stderr for ``overrides``, asserting exit code 2 (the module's tests never reach Ray)."""
     with pytest.raises(SystemExit) as info:
         run_cli(compose_config(config_name, [*FAST, *overrides]), load_ppo_config, run)
     assert info.value.code == 2
-    assert not ray.is_initialized()
     return capsys.readouterr().err
 
 
