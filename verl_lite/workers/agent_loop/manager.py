@@ -12,17 +12,15 @@ hybrid placement, and the weight sync before it, which in the standalone placeme
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import ray
 
 from verl_lite.kv import KVBatchMeta
-from verl_lite.kv.config import NAME_PREFIX_ENV, KVStoreConfig
+from verl_lite.single_controller.ray.process_env import run_env_vars
 from verl_lite.utils.config import from_config
 from verl_lite.utils.errors import RunTimeout
-from verl_lite.utils.extensions import ENV_VAR as EXTENSIONS_ENV
 from verl_lite.utils.metrics import Metric
 from verl_lite.workers.agent_loop.worker import FINISHED_AT, SERVER_RESTARTS
 
@@ -82,10 +80,8 @@ class AgentLoopManager:
         clients = [RolloutClient(e) for e in rollout.endpoints("generate")]
         probes = rollout.endpoints("load")
         remote = ray.remote(num_cpus=0)(AgentLoopWorker)
-        env_vars = {NAME_PREFIX_ENV: KVStoreConfig.job_name_prefix()}
-        if os.environ.get(EXTENSIONS_ENV):  # user agent loops, tools and scorers load there too
-            env_vars[EXTENSIONS_ENV] = os.environ[EXTENSIONS_ENV]
-        env = {"env_vars": env_vars}
+        # the run's KV store name and extensions (user agent loops, tools and scorers load there too)
+        env = {"env_vars": run_env_vars()}
         self.workers = [
             remote.options(runtime_env=env).remote(config, reward_config, clients, probes, index)
             for index in range(num_workers)
