@@ -118,6 +118,10 @@ class AgentLoopWorker:
         self.index = index
         self._threads = ThreadPoolExecutor(max_workers=OWN_THREADS, thread_name_prefix="agent-loop-worker")
 
+    def close(self) -> None:
+        """Let this worker's own threads end (the process may host another run's worker next)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
     async def _off_loop(self, fn, /, *args):
         """``fn(*args)`` on this worker's own threads (see ``OWN_THREADS``)."""
         return await asyncio.get_running_loop().run_in_executor(self._threads, functools.partial(fn, *args))

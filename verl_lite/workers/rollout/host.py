@@ -79,9 +79,10 @@ class ServerHost:
             self._stop_loop()
 
     def _stop_loop(self) -> None:
+        # on the loop's own thread: the caller may be running an event loop of its own (an async actor's)
+        asyncio.run_coroutine_threadsafe(self._loop.shutdown_default_executor(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
-        self._loop.run_until_complete(self._loop.shutdown_default_executor())
         self._loop.close()
         self.executor.shutdown()
 

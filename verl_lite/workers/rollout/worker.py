@@ -212,9 +212,17 @@ class RolloutWorker(Worker):
         """The weight version (global step) this replica serves (-1 before the first sync)."""
         return self.server.weight_version
 
+    def close(self) -> None:
+        """Shut the server down (its engine's processes end) and the agent loops running here."""
+        if getattr(self, "host", None) is None:
+            return
+        if self.agent_loops is not None:
+            self.agent_loops.close()
+        self.host.shutdown()
+        self.host = self.server = self.agent_loops = None
+
     def __del__(self) -> None:
-        if getattr(self, "host", None) is not None:
-            self.host.shutdown()
+        self.close()
 
 
 __all__ = ["RolloutWorker"]
