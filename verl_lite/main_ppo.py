@@ -19,7 +19,8 @@ def run(config) -> list[dict]:
     """Start (or join) Ray, run the ``TaskRunner``, and always shut down the Ray this call started.
 
     A Ray already running in this process is used and left running; so is the runner an earlier ``run``
-    on it left with the same runtime env (``start_runner``), so runs in a row start one controller.
+    on it left with the same runtime env (``start_runner``), so runs in a row start one controller, and
+    the worker processes that run kept (``verl_lite.single_controller.ray.parking``).
     SIGTERM and SIGINT stop the run (``verl_lite.trainer.stopping``) and raise ``StoppedBySignal``.
     """
     import dataclasses

@@ -3,6 +3,7 @@
 import time
 
 import pytest
+import ray
 import torch
 from tensordict import TensorDict
 
@@ -136,6 +137,29 @@ def test_pending_pool_times_out_with_what_was_available(ray_local):
             pool.get_placement_groups()
     finally:
         first.release()
+
+
+def test_a_pool_short_of_slots_a_kept_pool_holds_waits_until_it_is_ended(ray_local, monkeypatch):
+    from verl_lite.single_controller.ray import parking
+
+    monkeypatch.setattr(parking, "KEEP_S", 1.0)
+    total = ray.cluster_resources()["CPU"]
+    deadline = time.monotonic() + 30  # pools that runs of earlier tests kept are ended within 15 s
+    while ray.available_resources().get("CPU", 0) < total and time.monotonic() < deadline:
+        time.sleep(0.2)
+    free = int(ray.available_resources()["CPU"])
+    assert free == total, "something still holds CPU slots 30 s on"
+    kept = RayResourcePool([free], name_prefix="kept")
+    kept.get_placement_groups()
+    parking.keep(kept, [])  # as a finished run leaves its pool: ended after KEEP_S unless a run takes it
+    start = time.monotonic()
+    pool = RayResourcePool([free], name_prefix="waiting")
+    try:
+        pool.get_placement_groups()
+        assert 1.0 <= time.monotonic() - start < 10.0
+        assert parking.take_pools([kept.shape]) == [None]  # ended, not kept any more
+    finally:
+        pool.release()
 
 
 def test_resource_pool_manager_maps_roles_to_pools(ray_local):

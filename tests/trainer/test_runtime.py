@@ -84,3 +84,48 @@ def test_runs_that_differ_in_extensions_share_a_runner_and_each_runs_workers_loa
     # one runner imported both; each run's worker processes imported only their run's extension
     [runner] = pids["a"] & pids["b"]
     assert pids["a"] - {runner} and pids["b"] - {runner}
+
+
+def test_runs_in_a_row_build_their_workers_in_the_processes_the_last_run_kept(tmp_path):
+    """A run that ended well keeps its policy processes for the next run on the same Ray (parking): the next
+    run of the same shape builds its workers in them and trains as it would in new ones; a run that failed
+    leaves none."""
+    from tests.trainer.helpers import train
+
+    pids, fail = tmp_path / "scored_in.txt", tmp_path / "fail"
+    scorer = tmp_path / "pid_score.py"  # scores in the policy's process (hybrid: the agent loops run there)
+    scorer.write_text(
+        "import os\nfrom verl_lite.reward import default_compute_score\n\n\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        f"    if os.path.exists({str(fail)!r}):\n"
+        "        raise RuntimeError('this run fails')\n"
+        f"    with open({str(pids)!r}, 'a') as f:\n"
+        "        f.write(f'{os.getpid()}\\n')\n"
+        "    return default_compute_score(data_source, solution_str, ground_truth, extra_info)\n"
+    )
+
+    def run(name: str) -> tuple[list[dict], set[str]]:
+        pids.write_text("")
+        overrides = ["trainer.total_training_steps=2", f"reward.custom_reward_function.path={scorer}"]
+        history = train(tmp_path / name, *overrides)
+        return history, set(pids.read_text().split())
+
+    first, [first_pid] = run("first")
+    second, [second_pid] = run("second")
+    assert second_pid == first_pid
+
+    # seeded the same, a worker built in a kept process trains exactly as one in a new process
+    def measured(step: dict) -> dict:  # every metric but durations and what is divided by one
+        return {
+            k: v
+            for k, v in step.items()
+            if not k.startswith(("timing", "perf/throughput", "replay_buffer/wait_s"))
+        }
+
+    assert [measured(step) for step in first] == [measured(step) for step in second]
+    fail.touch()
+    with pytest.raises(Exception, match="this run fails"):
+        run("failing")
+    fail.unlink()
+    _, [after_failure] = run("after_failure")
+    assert after_failure != first_pid

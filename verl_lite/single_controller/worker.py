@@ -57,6 +57,24 @@ class Worker:
     def _vl_mesh_rank(self, mesh_name: str) -> MeshRank | None:
         return self._meshes.get(mesh_name)
 
+    def _vl_close(self) -> bool:
+        """End what this worker holds (its process group included) so that its process can host another
+        run's worker (``parking``); whether it can. Subclasses close their own resources first."""
+        import gc
+
+        import torch.distributed as dist
+
+        gc.collect()  # a model's modules and hooks hold each other: free them now, not at some later pass
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        return True
+
+    def _vl_rebuild(self, env: dict[str, str], kwargs: dict) -> None:
+        """Become a new worker in this process, after ``_vl_close``: ``env`` (the new group's rank and
+        rendezvous variables) into the environment, then ``__init__(**kwargs)``."""
+        os.environ.update(env)
+        self.__init__(**kwargs)
+
     def _vl_execute(self, method_name: str, args: tuple, kwargs: dict) -> Any:
         """Run ``method_name`` with arguments packed for transport and pack what it returns."""
         method = getattr(self, method_name)

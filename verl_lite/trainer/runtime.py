@@ -59,6 +59,7 @@ class Runtime(contextlib.ExitStack):
         """
         import ray
 
+        from verl_lite.single_controller.ray import parking
         from verl_lite.single_controller.ray.process_env import worker_env_vars
 
         init_kwargs = {k: v for k, v in ray_init.items() if v is not None}
@@ -75,6 +76,8 @@ class Runtime(contextlib.ExitStack):
             init_kwargs.setdefault("include_dashboard", False)
         ray.init(runtime_env=runtime_env, **init_kwargs)
         self.callback(ray.shutdown)
+        # worker processes are kept for later runs only on a Ray that outlives this one (see parking)
+        self.callback(parking.end_kept)
 
     def start_kv_store(self, kv_config: Any) -> KVClient:
         """A new KV store (``kv_config``: the ``kv`` group) and the controller's client of it; ended on close."""
@@ -94,17 +97,30 @@ class Runtime(contextlib.ExitStack):
         self.callback(manager.release)
         manager.create_resource_pool()
         groups = placement.build_worker_groups(config, manager)
-        self.callback(_end_groups, groups)
+        self.push(lambda failed, *_: _end_groups(groups, manager, keep=failed is None))
         return groups
 
 
-def _end_groups(groups: WorkerGroups) -> None:
+def _end_groups(groups: WorkerGroups, manager: Any, keep: bool) -> None:
+    """End the run's worker groups, or (``keep``: the run ended well) leave the processes that can host a
+    later run's workers in their pools for it (``parking``); the pools that keep none are released next."""
+    from verl_lite.single_controller.ray import parking
+
     groups.agent_loop.shutdown()
-    # one group may fill several roles: end it once
-    for group in {
-        id(g): g for g in (groups.actor, groups.rollout, groups.critic, groups.reward_model) if g
-    }.values():
-        group.kill()
+    # one group may fill several roles (views of one set of processes): end it once
+    roles = (groups.actor, groups.rollout, groups.critic, groups.reward_model)
+    unique = {tuple(map(id, g.workers)): g for g in roles if g}
+    kept: dict[int, list] = {}
+    for group in unique.values():
+        if keep and group.keep_or_kill():
+            kept.setdefault(id(group.resource_pool), []).append((group.keep_key, group.workers))
+        elif not keep:
+            group.kill()
+    for name, pool in list(manager.resource_pool_dict.items()):
+        if id(pool) in kept:
+            parking.end_unused(pool)
+            parking.keep(pool, kept[id(pool)])
+            del manager.resource_pool_dict[name]  # not released with the others
 
 
 __all__ = ["OBJECT_STORE_BYTES", "Runtime", "local_num_cpus", "ppo_env_vars"]

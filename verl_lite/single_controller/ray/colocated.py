@@ -16,11 +16,21 @@ class ColocatedWorker(Worker):
 
     role_classes: dict[str, RayClassWithInitArgs] = {}
 
-    def __init__(self) -> None:
+    def __init__(self, role_classes: dict[str, RayClassWithInitArgs] | None = None) -> None:
         super().__init__()
+        specs = self.role_classes if role_classes is None else role_classes
         self.roles: dict[str, Worker] = {
-            role: spec.user_class(*spec.args, **spec.kwargs) for role, spec in self.role_classes.items()
+            role: spec.user_class(*spec.args, **spec.kwargs) for role, spec in specs.items()
         }
+
+    def _vl_close(self) -> bool:
+        reusable = True
+        for worker in self.roles.values():
+            close = getattr(worker, "close", None)
+            if callable(close) and close() is False:
+                reusable = False
+        self.roles = {}
+        return super()._vl_close() and reusable
 
     def _vl_mesh_rank(self, mesh_name: str) -> MeshRank | None:
         for worker in self.roles.values():

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass, field
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+
+from verl_lite.single_controller.ray import parking
 
 DEFAULT_PLACEMENT_TIMEOUT_S = 60.0
 
@@ -52,6 +55,15 @@ class RayResourcePool:
         self.max_colocate_count = max_colocate_count
         self.placement_timeout_s = placement_timeout_s
         self._pgs: list[PlacementGroup] | None = None
+        # worker processes an earlier run left in this pool for a later one, and the Ray node they were
+        # kept on (see parking)
+        self.kept: list[tuple[tuple, list]] = []
+        self.kept_on: str | None = None
+
+    @property
+    def shape(self) -> tuple:
+        """What a kept pool must match to be taken for another run: name, slots per node, devices, sharing."""
+        return (self.name_prefix, tuple(self.process_on_nodes), self.use_gpu, self.max_colocate_count)
 
     @property
     def world_size(self) -> int:
@@ -104,7 +116,16 @@ class RayResourcePool:
         kind = "GPU" if self.use_gpu else "CPU"
         totals = [n["Resources"].get(kind, 0.0) for n in ray.nodes() if n["Alive"]]
         available = ray.available_resources().get(kind, 0.0)
-        if self.world_size > available or max(self.process_on_nodes) > max(totals, default=0.0):
+        largest_node = max(totals, default=0.0)
+        fits_cluster = self.world_size <= sum(totals) and max(self.process_on_nodes) <= largest_node
+        # short now but not for the cluster: another run of this job may have kept its workers (parking),
+        # which it ends within parking.KEEP_S; wait that long (at most the placement timeout) before
+        # calling the pool too big
+        deadline = time.monotonic() + min(self.placement_timeout_s, parking.KEEP_S + 1.0)
+        while fits_cluster and self.world_size > available and time.monotonic() < deadline:
+            time.sleep(0.2)
+            available = ray.available_resources().get(kind, 0.0)
+        if self.world_size > available or max(self.process_on_nodes) > largest_node:
             raise ResourcePoolError(
                 f"resource pool {self.name_prefix!r} asks for {self._asked()} but the cluster has "
                 f"{available:g} {kind} available (per-node totals {totals}); lower the pool spec or add "
@@ -161,17 +182,25 @@ class ResourcePoolManager:
                 )
 
     def create_resource_pool(self) -> None:
-        """Create one ``RayResourcePool`` per spec entry and place them all (fails fast if they can't fit)."""
+        """Create one ``RayResourcePool`` per spec entry and place them all (fails fast if they can't fit);
+        a pool an earlier run kept (``parking``) with the same shape is taken as it is."""
         use_gpu = self.use_gpu if self.use_gpu is not None else ray.cluster_resources().get("GPU", 0) > 0
-        for name, process_on_nodes in self.resource_pool_spec.items():
-            pool = RayResourcePool(
+        pools = {
+            name: RayResourcePool(
                 process_on_nodes=process_on_nodes,
                 use_gpu=use_gpu,
                 name_prefix=name,
                 max_colocate_count=self.max_colocate_count,
             )
-            pool.get_placement_groups()
-            self.resource_pool_dict[name] = pool
+            for name, process_on_nodes in self.resource_pool_spec.items()
+        }
+        kept = parking.take_pools([pool.shape for pool in pools.values()])
+        if any(pool is None for pool in kept):
+            parking.end_kept()  # a pool to place: what other runs kept frees its slots first
+        for (name, pool), taken in zip(pools.items(), kept):
+            if taken is None:
+                pool.get_placement_groups()
+            self.resource_pool_dict[name] = taken or pool
 
     def get_resource_pool(self, role: Role) -> RayResourcePool:
         """The pool a role is mapped to (after ``create_resource_pool``)."""

@@ -15,6 +15,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from verl_lite.single_controller.decorator import Execute, MethodSpec, get_method_spec
 from verl_lite.single_controller.dispatch import DispatchPlan
+from verl_lite.single_controller.ray import parking
 from verl_lite.single_controller.ray.process_env import run_env_vars
 from verl_lite.single_controller.ray.resource_pool import RayResourcePool
 from verl_lite.single_controller.worker import MeshRank
@@ -111,6 +112,7 @@ class RayWorkerGroup:
         self.ray_cls_with_init = ray_cls_with_init
         self.name_prefix = name_prefix or resource_pool.name_prefix
         self.max_restarts = max_restarts
+        self.keep_key: tuple | None = None  # set where the group's processes may serve a later run
         self._workers = self._create_workers(env_vars or {})
         self._method_prefix = ""
         self._mesh_cache: dict[str, list[MeshRank]] = {}
@@ -120,15 +122,10 @@ class RayWorkerGroup:
     def _create_workers(self, env_vars: dict[str, str]) -> list:
         slots = self.resource_pool.slots()
         master_addr, master_port = _rendezvous_address(slots[0][0], slots[0][1])
-        remote_cls = self.ray_cls_with_init.cls
-        if not hasattr(remote_cls, "remote"):
-            remote_cls = ray.remote(remote_cls)
-        share = 1.0 / self.resource_pool.max_colocate_count
-        workers = []
-        for rank, (pg, bundle, local_rank, local_world_size) in enumerate(slots):
-            env = {
-                **run_env_vars(),
-                **env_vars,
+        base_env = {**run_env_vars(), **env_vars}
+        envs = [
+            {
+                **base_env,
                 "RANK": str(rank),
                 "WORLD_SIZE": str(len(slots)),
                 "LOCAL_RANK": str(local_rank),
@@ -136,6 +133,27 @@ class RayWorkerGroup:
                 "MASTER_ADDR": master_addr,
                 "MASTER_PORT": str(master_port),
             }
+            for rank, (_, _, local_rank, local_world_size) in enumerate(slots)
+        ]
+        # roles built in place (colocated classes) can be built again in a kept process (see parking)
+        role_classes = getattr(self.ray_cls_with_init.user_class, "role_classes", None)
+        if role_classes is not None and self.max_restarts == 0 and not self.resource_pool.use_gpu:
+            roles = tuple(
+                (r, c.user_class.__module__, c.user_class.__qualname__) for r, c in role_classes.items()
+            )
+            self.keep_key = (roles, tuple(sorted(base_env.items())))
+            kept = parking.take_workers(self.resource_pool, self.keep_key)
+            if kept is not None:
+                kwargs = {"role_classes": role_classes}
+                ray.get([w._vl_rebuild.remote(env, kwargs) for w, env in zip(kept, envs)])
+                return kept
+        parking.end_unused(self.resource_pool)  # kept processes that do not fit hold the pool's slots
+        remote_cls = self.ray_cls_with_init.cls
+        if not hasattr(remote_cls, "remote"):
+            remote_cls = ray.remote(remote_cls)
+        share = 1.0 / self.resource_pool.max_colocate_count
+        workers = []
+        for (pg, bundle, _, _), env in zip(slots, envs):
             options = {
                 "num_cpus": share,
                 "scheduling_strategy": PlacementGroupSchedulingStrategy(
@@ -286,6 +304,7 @@ class RayWorkerGroup:
             view.resource_pool = self.resource_pool
             view.ray_cls_with_init = self.ray_cls_with_init
             view.name_prefix = f"{self.name_prefix}/{prefix}"
+            view.max_restarts, view.keep_key = self.max_restarts, self.keep_key
             view._workers = self._workers
             view._method_prefix = f"{prefix}_"
             view._mesh_cache = {}
@@ -296,6 +315,18 @@ class RayWorkerGroup:
     def endpoints(self, name: str) -> list:
         """The remote method ``name`` (an ``@endpoint``) of every worker, in rank order, to call one by one."""
         return [getattr(worker, self._method_prefix + name) for worker in self._workers]
+
+    def keep_or_kill(self) -> bool:
+        """Leave the worker processes ready for a later run's group (``keep_key``; see parking), or end
+        them where they cannot host another worker; whether they were kept (the caller keeps the pool)."""
+        if self.keep_key is not None:
+            try:
+                if all(ray.get([worker._vl_close.remote() for worker in self._workers])):
+                    return True
+            except ray.exceptions.RayError:
+                pass  # a worker that died or failed to close: its group ends
+        self.kill()
+        return False
 
     def kill(self) -> None:
         """End every worker actor of the group."""

@@ -81,6 +81,9 @@ class RolloutServer(ABC):
     """
 
     serves_lora_adapters: ClassVar[bool] = False
+    # whether the process that served with it (the server shut down) may start another server later; an
+    # engine with process-wide state of its own (vLLM's) leaves its process to end with the run
+    leaves_process_reusable: ClassVar[bool] = True
 
     def __init__(
         self, model_path: str, config: RolloutConfig, eos_token_id: int | list[int], pad_token_id: int

@@ -126,6 +126,7 @@ class VLLMServer(RolloutServer):
     """
 
     serves_lora_adapters = True
+    leaves_process_reusable = False
 
     def __init__(
         self,

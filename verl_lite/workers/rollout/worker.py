@@ -212,14 +212,16 @@ class RolloutWorker(Worker):
         """The weight version (global step) this replica serves (-1 before the first sync)."""
         return self.server.weight_version
 
-    def close(self) -> None:
-        """Shut the server down (its engine's processes end) and the agent loops running here."""
+    def close(self) -> bool:
+        """Shut the server down (its engine's processes end); whether this process may host another worker."""
         if getattr(self, "host", None) is None:
-            return
+            return True
+        reusable = type(self.server).leaves_process_reusable
         if self.agent_loops is not None:
             self.agent_loops.close()
         self.host.shutdown()
         self.host = self.server = self.agent_loops = None
+        return reusable
 
     def __del__(self) -> None:
         self.close()
