@@ -53,6 +53,11 @@ def process_kind(pid: str) -> str | None:
     for daemon in RAY_DAEMONS:
         if daemon in cmdline.split(" --", 1)[0]:
             return f"ray daemon: {daemon}"
+    args = cmdline.split()
+    if len(args) > 2 and args[1] == "-m" and args[2].startswith("verl_lite."):
+        return f"{args[2]} (child process of a test)"  # before pytest: its run folder names pytest
+    if len(args) > 1 and args[1].endswith(".py") and "/examples/" in args[1]:
+        return f"examples/{Path(args[1]).name}"
     if "pytest" in cmdline or "execnet" in cmdline or "exec(eval(sys.stdin" in cmdline:
         return "pytest"
     return "other python" if "python" in cmdline else "other"
