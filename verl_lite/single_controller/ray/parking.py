@@ -14,18 +14,21 @@ what no run takes within ``KEEP_S`` seconds is ended then.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ray
 
+if TYPE_CHECKING:
+    from verl_lite.single_controller.ray.resource_pool import RayResourcePool
+
 KEEP_S = 15.0
 
-_kept: list[Any] = []  # RayResourcePool objects, each with the ``kept`` groups it holds
+_kept: list[RayResourcePool] = []  # each with the ``kept`` groups it holds
 _lock = threading.Lock()
 _timer: threading.Timer | None = None
 
 
-def keep(pool: Any, groups: list[tuple[tuple, list]]) -> None:
+def keep(pool: RayResourcePool, groups: list[tuple[tuple, list]]) -> None:
     """Keep ``pool`` and the worker processes of ``groups`` (``(group key, actor handles)``) for a later run."""
     global _timer
     pool.kept, pool.kept_on = list(groups), _session()
@@ -38,7 +41,7 @@ def keep(pool: Any, groups: list[tuple[tuple, list]]) -> None:
         _timer.start()
 
 
-def take_pools(shapes: list[tuple]) -> list[Any]:
+def take_pools(shapes: list[tuple]) -> list[RayResourcePool | None]:
     """For each pool shape wanted (``RayResourcePool.shape``), a kept pool of that shape (it leaves the
     kept ones), or None."""
     session = _session()
@@ -53,18 +56,18 @@ def take_pools(shapes: list[tuple]) -> list[Any]:
     return taken
 
 
-def take_workers(pool: Any, key: tuple) -> list | None:
+def take_workers(pool: RayResourcePool, key: tuple) -> list | None:
     """The kept worker processes of ``pool`` whose group had ``key``, or None (they leave the pool)."""
-    for i, (kept_key, workers) in enumerate(getattr(pool, "kept", [])):
+    for i, (kept_key, workers) in enumerate(pool.kept):
         if kept_key == key:
             del pool.kept[i]
             return workers
     return None
 
 
-def end_unused(pool: Any) -> None:
+def end_unused(pool: RayResourcePool) -> None:
     """End the kept worker processes of ``pool`` that no group of the run took."""
-    for _, workers in getattr(pool, "kept", []):
+    for _, workers in pool.kept:
         for worker in workers:
             ray.kill(worker)
     pool.kept = []
@@ -79,7 +82,7 @@ def end_kept() -> None:
         _end(pool)
 
 
-def _end(pool: Any) -> None:
+def _end(pool: RayResourcePool) -> None:
     if not ray.is_initialized() or pool.kept_on != _session():
         return
     end_unused(pool)
