@@ -66,6 +66,12 @@ def engine_kwargs(model_path: str, config: RolloutConfig) -> tuple[bool, dict]:
     )
     if on_gpu:
         kwargs["gpu_memory_utilization"] = config.gpu_memory_utilization
+    elif config.tensor_model_parallel_size == 1:
+        # One engine process that runs the model itself, as vLLM does on a GPU, instead of an engine
+        # process and a model worker process, each importing vLLM (~8 s of CPU). vLLM's CPU platform
+        # runs the model in the engine process only with its own multiprocessing switched off.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        kwargs["distributed_executor_backend"] = "uni"
     return sleep_mode, kwargs
 
 
