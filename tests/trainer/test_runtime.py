@@ -88,8 +88,8 @@ def test_runs_that_differ_in_extensions_share_a_runner_and_each_runs_workers_loa
 
 def test_runs_in_a_row_build_their_workers_in_the_processes_the_last_run_kept(tmp_path):
     """A run that ended well keeps its policy processes for the next run on the same Ray (parking): the next
-    run of the same shape builds its workers in them and trains as it would in new ones; a run that failed
-    leaves none."""
+    run of the same shape builds its workers in them (if they were started for its roles or more) and trains
+    as it would in new ones; a run that failed leaves none."""
     from tests.trainer.helpers import train
 
     pids, fail = tmp_path / "scored_in.txt", tmp_path / "fail"
@@ -104,9 +104,9 @@ def test_runs_in_a_row_build_their_workers_in_the_processes_the_last_run_kept(tm
         "    return default_compute_score(data_source, solution_str, ground_truth, extra_info)\n"
     )
 
-    def run(name: str) -> tuple[list[dict], set[str]]:
+    def run(name: str, *extra: str) -> tuple[list[dict], set[str]]:
         pids.write_text("")
-        overrides = ["trainer.total_training_steps=2", f"reward.custom_reward_function.path={scorer}"]
+        overrides = ["trainer.total_training_steps=2", f"reward.custom_reward_function.path={scorer}", *extra]
         history = train(tmp_path / name, *overrides)
         return history, set(pids.read_text().split())
 
@@ -123,6 +123,11 @@ def test_runs_in_a_row_build_their_workers_in_the_processes_the_last_run_kept(tm
         }
 
     assert [measured(step) for step in first] == [measured(step) for step in second]
+    # a process hosts the roles it was started for or fewer: a critic needs a new one, which then
+    # serves a run without a critic
+    _, [with_critic] = run("with_critic", "algorithm.adv_estimator=gae")
+    _, [without_critic] = run("without_critic")
+    assert with_critic != first_pid and without_critic == with_critic
     fail.touch()
     with pytest.raises(Exception, match="this run fails"):
         run("failing")

@@ -5,10 +5,11 @@ A worker process costs seconds of CPU to start (a Ray worker importing torch and
 does any work. When a run ends, the resource pools it used are *kept* with the worker processes of its
 groups that can host another run's worker (``Worker._vl_close`` said so; Ray does not restart them; CPU
 pools only: on a GPU a kept process would hold device memory that the user may want back). The next run
-takes a kept pool of the same shape instead of placing a new one, and a worker group whose class and
-environment match a kept group's takes those processes: each builds its worker anew in place
-(``Worker._vl_rebuild``), with a new rendezvous port. What the next run does not take is ended at once;
-what no run takes within ``KEEP_S`` seconds is ended then.
+takes a kept pool of the same shape instead of placing a new one, and a worker group whose environment
+matches a kept group's, and whose roles are the ones those processes were started for or fewer, takes
+those processes: each builds its workers anew in place (``Worker._vl_rebuild``), with a new rendezvous
+port (its Ray class name, and so its process title, stays the first group's). What the next run does not
+take is ended at once; what no run takes within ``KEEP_S`` seconds is ended then.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import ray
 if TYPE_CHECKING:
     from verl_lite.single_controller.ray.resource_pool import RayResourcePool
 
-KEEP_S = 15.0
+KEEP_S = 60.0
 
 _kept: list[RayResourcePool] = []  # each with the ``kept`` groups it holds
 _lock = threading.Lock()
@@ -56,13 +57,20 @@ def take_pools(shapes: list[tuple]) -> list[RayResourcePool | None]:
     return taken
 
 
-def take_workers(pool: RayResourcePool, key: tuple) -> list | None:
-    """The kept worker processes of ``pool`` whose group had ``key``, or None (they leave the pool)."""
-    for i, (kept_key, workers) in enumerate(pool.kept):
-        if kept_key == key:
-            del pool.kept[i]
-            return workers
-    return None
+def take_workers(pool: RayResourcePool, roles: tuple, env: tuple) -> tuple[tuple, list] | None:
+    """``(key, processes)`` of the kept worker processes of ``pool`` that can host ``roles`` (``(role,
+    module, class)`` triples) in environment ``env``, or None (they leave the pool).
+
+    A process can host the roles its class was made for (``key[0]``) or fewer: its Ray class forwards
+    each of those roles' methods, and the roles it does not build are never called. Same roles first."""
+    fits = [
+        (len(key[0]), i)
+        for i, (key, _) in enumerate(pool.kept)
+        if key[1] == env and set(roles) <= set(key[0])
+    ]
+    if not fits:
+        return None
+    return pool.kept.pop(min(fits)[1])
 
 
 def end_unused(pool: RayResourcePool) -> None:

@@ -141,12 +141,14 @@ class RayWorkerGroup:
             roles = tuple(
                 (r, c.user_class.__module__, c.user_class.__qualname__) for r, c in role_classes.items()
             )
-            self.keep_key = (roles, tuple(sorted(base_env.items())))
-            kept = parking.take_workers(self.resource_pool, self.keep_key)
+            env = tuple(sorted(base_env.items()))
+            self.keep_key = (roles, env)
+            kept = parking.take_workers(self.resource_pool, roles, env)
             if kept is not None:
+                self.keep_key, workers = kept  # the processes' class: the roles they can host
                 kwargs = {"role_classes": role_classes}
-                ray.get([w._vl_rebuild.remote(env, kwargs) for w, env in zip(kept, envs)])
-                return kept
+                ray.get([w._vl_rebuild.remote(env, kwargs) for w, env in zip(workers, envs)])
+                return workers
         parking.end_unused(self.resource_pool)  # kept processes that do not fit hold the pool's slots
         remote_cls = self.ray_cls_with_init.cls
         if not hasattr(remote_cls, "remote"):
