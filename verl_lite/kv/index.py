@@ -93,8 +93,18 @@ class _Partition:
 class IndexActor:
     """Holds the keys that hash to index ``index`` of a store (see the module docstring)."""
 
-    def __init__(self, index: int, num_indexes: int, store_id: str, config: dict):
-        self.info = {"index": index, "num_indexes": num_indexes, "store_id": store_id, "config": config}
+    def __init__(self, index: int, num_indexes: int, store_id: str, config: dict, owner: str):
+        self.info = {
+            "index": index,
+            "num_indexes": num_indexes,
+            "store_id": store_id,
+            "config": config,
+            "owner": owner,  # Ray worker id of the process that started the store: its exit ends it
+        }
+        self.kept = False  # emptied by a run that ended, for the next store of the same config
+        self._empty()
+
+    def _empty(self) -> None:
         self._partitions: dict[str, _Partition] = {}
         self._objects: dict[int, list] = {}  # object id -> [ObjectRef, bytes, live cells]
         self._next_object = 0
@@ -103,6 +113,25 @@ class IndexActor:
     def describe(self) -> dict:
         """Store identity and config, from which ``get_kv_client`` builds a client."""
         return self.info
+
+    def keep(self) -> None:
+        """Drop every key, tag, reference and count, and wait, kept, for ``take`` or ``end_if_kept``."""
+        self._empty()
+        self.kept = True
+
+    def take(self, config: dict, store_id: str, owner: str) -> bool:
+        """Serve a new store ``store_id`` with ``config`` if kept with that config by the process
+        ``owner`` (Ray worker id) that started this actor and whose exit would end it (False otherwise)."""
+        if not self.kept or config != self.info["config"] or owner != self.info["owner"]:
+            return False
+        self._empty()  # what a client of the closed store still sent meanwhile
+        self.kept, self.info["store_id"] = False, store_id
+        return True
+
+    def end_if_kept(self) -> bool:
+        """Whether the actor was kept (it is not any more, so nothing takes it before it is ended)."""
+        was, self.kept = self.kept, False
+        return was
 
     def put(
         self,

@@ -46,6 +46,8 @@ class Runtime(contextlib.ExitStack):
     Anything else to end with the run is added with ``callback`` (``contextlib.ExitStack``).
     """
 
+    owns_ray = False  # whether ``start_ray`` started the Ray it shuts down on close
+
     def start_ray(
         self, ray_init: dict[str, Any], num_cpus: int, env_vars: dict[str, str] | None = None
     ) -> None:
@@ -75,6 +77,7 @@ class Runtime(contextlib.ExitStack):
             init_kwargs.setdefault("object_store_memory", OBJECT_STORE_BYTES)
             init_kwargs.setdefault("include_dashboard", False)
         ray.init(runtime_env=runtime_env, **init_kwargs)
+        self.owns_ray = True
         self.callback(ray.shutdown)
         # worker processes are kept for later runs only on a Ray that outlives this one (see parking)
         self.callback(parking.end_kept)
@@ -82,9 +85,14 @@ class Runtime(contextlib.ExitStack):
     def start_kv_store(self, kv_config: Any) -> KVClient:
         """A new KV store (``kv_config``: the ``kv`` group) and the controller's client of it; ended on close."""
         from verl_lite.kv import init_kv_store, shutdown_kv_store
+        from verl_lite.single_controller.ray import parking
 
         client = init_kv_store(kv_config, client_name="controller")
-        self.callback(shutdown_kv_store, kv_config.name_prefix)
+        # kept, emptied, for the next run on a Ray that outlives this one (as worker processes are)
+        keep_s = 0.0 if self.owns_ray else parking.KEEP_S
+        self.push(
+            lambda failed, *_: shutdown_kv_store(kv_config.name_prefix, keep_s=0.0 if failed else keep_s)
+        )
         return client
 
     def start_policy(self, config: PPOConfig) -> WorkerGroups:
