@@ -1,6 +1,7 @@
 """Store lifecycle: config in, named index actors found from anywhere in the job, clean shutdown and restart."""
 
 import gc
+import threading
 import time
 from pathlib import Path
 
@@ -84,3 +85,27 @@ def test_a_pickled_client_reaches_the_same_store_under_its_new_process_name(kv_c
     name = ray.get(write.remote(kv_client, partition))
     assert name != kv_client.name and kv_client.io_accounting()[name]["puts"] == 1
     assert kv_client.kv_batch_get(["w"], partition)["ids"].tolist() == [[0, 1, 2]]
+
+
+def test_a_store_one_process_keeps_is_ended_by_another_that_starts_its_own(ray_local, monkeypatch):
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    init_kv_store(name_prefix="handover", num_storage_units=1)
+    kept = ray.get_actor("handover_index_0")._actor_id
+    shutdown_kv_store("handover", keep_s=3.0)
+    timer_done = time.monotonic() + 4.0
+
+    @ray.remote(num_cpus=0)
+    def start_own() -> bytes:
+        init_kv_store(name_prefix="handover", num_storage_units=1)  # kept by another process: ended
+        return ray.get_actor("handover_index_0")._actor_id.binary()
+
+    try:
+        theirs = ray.get(start_own.remote())
+        assert theirs != kept.binary()
+        time.sleep(max(0.0, timer_done - time.monotonic()))  # this process's timer finds its store gone
+        # and leaves the other one running
+        assert ray.get_actor("handover_index_0")._actor_id.binary() == theirs
+        assert thread_errors == []
+    finally:
+        shutdown_kv_store("handover")

@@ -112,7 +112,11 @@ def _end_if_kept(name_prefix: str) -> None:
         if _timers.pop(name_prefix, None) is None or not ray.is_initialized():
             return
         indexes = _started[name_prefix]
-        if not ray.get(indexes[0].end_if_kept.remote()):
+        try:
+            if not ray.get(indexes[0].end_if_kept.remote()):
+                return
+        except ray.exceptions.RayActorError:  # another process ended it to start its own store
+            _started.pop(name_prefix, None)
             return
     _end(name_prefix, len(indexes))
 
