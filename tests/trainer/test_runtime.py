@@ -2,6 +2,8 @@
 ``TaskRunner`` shared by the runs made in a row on one Ray."""
 
 import os
+import threading
+import time
 
 import pytest
 import ray
@@ -84,6 +86,23 @@ def test_runs_that_differ_in_extensions_share_a_runner_and_each_runs_workers_loa
     # one runner imported both; each run's worker processes imported only their run's extension
     [runner] = pids["a"] & pids["b"]
     assert pids["a"] - {runner} and pids["b"] - {runner}
+
+
+def test_a_store_kept_on_a_ray_that_was_shut_down_is_let_go_when_its_time_is_up(monkeypatch):
+    from tests.conftest import start_local_ray
+    from verl_lite.kv import init_kv_store, shutdown_kv_store
+
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    start_local_ray()
+    init_kv_store(name_prefix="old_ray", num_storage_units=1)
+    shutdown_kv_store("old_ray", keep_s=12.0)
+    fired = time.monotonic() + 13.0
+    ray.shutdown()
+    start_local_ray()
+    assert time.monotonic() < fired - 2.0, "Ray took too long to restart for this check"
+    time.sleep(fired - time.monotonic())  # the timer fired on the new Ray, where the store does not exist
+    assert thread_errors == []
 
 
 def test_runs_in_a_row_build_their_workers_in_the_processes_the_last_run_kept(tmp_path):

@@ -21,7 +21,7 @@ _NAME_RELEASE_TIMEOUT_S = 10.0
 # Stores this process started: their index actors as started (Ray ends an actor once no handle from
 # its starting lineage is left, named or not), and the timer that ends one while it is kept.
 _started: dict[str, list] = {}
-_timers: dict[str, threading.Timer] = {}
+_timers: dict[str, tuple[threading.Timer, str]] = {}  # the timer and the Ray it was started on
 _lock = threading.Lock()
 
 
@@ -100,7 +100,7 @@ def shutdown_kv_store(name_prefix: str | None = None, *, keep_s: float = 0.0) ->
         timer.daemon = True
         with _lock:
             _cancel_timer(name_prefix)
-            _timers[name_prefix] = timer
+            _timers[name_prefix] = (timer, _ray_session())
         timer.start()
         return
     _end(name_prefix, info["num_indexes"])
@@ -109,8 +109,9 @@ def shutdown_kv_store(name_prefix: str | None = None, *, keep_s: float = 0.0) ->
 def _end_if_kept(name_prefix: str) -> None:
     """End the store named ``name_prefix`` if it is still kept (no ``init_kv_store`` took it)."""
     with _lock:
-        if _timers.pop(name_prefix, None) is None or not ray.is_initialized():
-            return
+        timer, on_ray = _timers.pop(name_prefix, (None, None))
+        if timer is None or not ray.is_initialized() or _ray_session() != on_ray:
+            return  # taken, or kept on a Ray that was shut down since (the store went with it)
         indexes = _started[name_prefix]
         try:
             if not ray.get(indexes[0].end_if_kept.remote()):
@@ -123,7 +124,12 @@ def _end_if_kept(name_prefix: str) -> None:
 
 def _cancel_timer(name_prefix: str) -> None:
     if (timer := _timers.pop(name_prefix, None)) is not None:
-        timer.cancel()
+        timer[0].cancel()
+
+
+def _ray_session() -> str:
+    """The Ray this process is connected to (a new Ray, a new node id)."""
+    return ray.get_runtime_context().get_node_id()
 
 
 def _end(name_prefix: str, num_indexes: int) -> None:
