@@ -14,6 +14,7 @@ from verl_lite.single_controller.ray import (
     RayResourcePool,
     RayWorkerGroup,
     create_colocated_worker_cls,
+    parking,
 )
 from verl_lite.workers.agent_loop.manager import AgentLoopManager
 
@@ -61,17 +62,33 @@ def make_group(
     use_gpu: bool = False,
     **actor,
 ):
-    """A policy-worker group (actor and/or ref roles, no rollout) on its own pool (one GPU a rank with use_gpu)."""
-    group = RayWorkerGroup(
-        RayResourcePool([ranks], use_gpu=use_gpu, name_prefix=name),
-        RayClassWithInitArgs(
-            InspectableActor,
-            config=actor_config(model_dir, rollout_name, model, sections, **actor),
-            role=role,
-        ),
+    """A policy-worker group (actor and/or ref roles, no rollout) of ``ranks`` processes (one GPU a rank
+    with use_gpu), models loaded."""
+    config = actor_config(model_dir, rollout_name, model, sections, **actor)
+    group = make_workers(
+        "actor", RayClassWithInitArgs(InspectableActor, config=config, role=role), ranks, name, use_gpu
     )
     group.init_model()
     return group
+
+
+def make_workers(
+    role: str, worker: RayClassWithInitArgs, ranks: int = 1, name: str | None = None, use_gpu: bool = False
+) -> RayWorkerGroup:
+    """A group of ``ranks`` processes of ``worker`` (models not loaded yet), built as the ``role`` view of a
+    colocated group so that ``release`` can keep its processes for the next test's group."""
+    return _colocated({role: worker}, ranks, name or role, use_gpu).spawn({role})[role]
+
+
+def _colocated(roles: dict, ranks: int, name: str, use_gpu: bool = False) -> RayWorkerGroup:
+    """A colocated group of ``roles`` on a pool of ``ranks`` slots: in processes and a pool that an earlier
+    test of this session released (``release``) when they fit (``parking``), as runs in a row share them.
+
+    The pool's name is the same for every test (a kept pool is taken by shape, name included); ``name``
+    names the group."""
+    pool = RayResourcePool([ranks], use_gpu=use_gpu, name_prefix="tests_workers")
+    (kept,) = parking.take_pools([pool.shape])
+    return RayWorkerGroup(kept or pool, create_colocated_worker_cls(roles), name_prefix=name)
 
 
 @dataclass
@@ -105,7 +122,7 @@ def make_hybrid(
         "actor": RayClassWithInitArgs(InspectableActor, config=config, role="actor"),
         "rollout": RayClassWithInitArgs(InspectableRollout, config=config, sleeps_between_steps=sleeps),
     }
-    colocated = RayWorkerGroup(RayResourcePool([ranks], name_prefix=name), create_colocated_worker_cls(roles))
+    colocated = _colocated(roles, ranks, name)
     groups = colocated.spawn(set(roles))
     for role in roles:
         groups[role].init_model()
@@ -122,8 +139,14 @@ def release_hybrid(hybrid: Hybrid) -> None:
 
 
 def release(group) -> None:
-    group.kill()
-    group.resource_pool.release()
+    """End a group of ``make_group``, ``make_rollout`` or ``make_hybrid``: its processes and pool are kept
+    for the next test's group (``parking``, as a run's are when it ended well), or ended where they cannot
+    be (a GPU pool, a worker that died)."""
+    if group.keep_or_kill():
+        parking.end_unused(group.resource_pool)  # kept processes of the pool this group did not take
+        parking.keep(group.resource_pool, [(group.keep_key, group.workers)])
+    else:
+        group.resource_pool.release()
 
 
 def jagged(rows, dtype=torch.long) -> torch.Tensor:

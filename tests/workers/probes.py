@@ -139,7 +139,9 @@ class InspectableActor(PolicyWorker):
         """The names a weight sync sends (a collective: every rank gathers)."""
         return [name for name, _ in self.actor.weights_to_sync()]
 
-    def _set_sync(self, name: str) -> None:
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def set_sync(self, name: str) -> None:
+        """Send weights with checkpoint engine ``name`` from now on."""
         from verl_lite.checkpoint_engine import get_checkpoint_engine
 
         self.sync = get_checkpoint_engine(name)(

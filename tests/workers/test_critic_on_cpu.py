@@ -4,9 +4,9 @@ import torch
 from tensordict import TensorDict
 from transformers import AutoModelForTokenClassification
 
-from tests.workers.helpers import RESPONSES, jagged, put_trajectories
+from tests.workers.helpers import RESPONSES, jagged, make_workers, put_trajectories, release
 from verl_lite import model_merger
-from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl_lite.single_controller.ray import RayClassWithInitArgs
 from verl_lite.workers.critic import CriticWorker
 
 
@@ -25,9 +25,7 @@ def test_critic_values_have_response_shape_and_update_reduces_value_error(tiny_m
             "optim": {"lr": 1e-2},
         },
     }
-    group = RayWorkerGroup(
-        RayResourcePool([2], name_prefix="critic"), RayClassWithInitArgs(CriticWorker, config)
-    )
+    group = make_workers("critic", RayClassWithInitArgs(CriticWorker, config), 2)
     try:
         group.init_model()
         meta = put_trajectories(kv_store)
@@ -53,5 +51,4 @@ def test_critic_values_have_response_shape_and_update_reduces_value_error(tiny_m
         model_merger.merge_checkpoint(str(tmp_path / "critic"), str(tmp_path / "hf"))
         assert AutoModelForTokenClassification.from_pretrained(tmp_path / "hf").config.num_labels == 1
     finally:
-        group.kill()
-        group.resource_pool.release()
+        release(group)

@@ -12,13 +12,14 @@ from tests.workers.helpers import (
     jagged,
     make_group,
     make_hybrid,
+    make_workers,
     put_trajectories,
     release,
     release_hybrid,
 )
 from tests.workers.test_checkpoint_on_cpu import flatten
 from verl_lite import model_merger
-from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl_lite.single_controller.ray import RayClassWithInitArgs
 from verl_lite.workers.critic import CriticWorker
 from verl_lite.workers.lora import is_adapter
 
@@ -132,9 +133,7 @@ def test_a_lora_critic_learns_with_its_head_and_merges_into_a_value_model(tiny_m
             "optim": {"lr": 1e-2},
         },
     }
-    group = RayWorkerGroup(
-        RayResourcePool([1], name_prefix="lora_critic"), RayClassWithInitArgs(CriticWorker, config)
-    )
+    group = make_workers("critic", RayClassWithInitArgs(CriticWorker, config))
     try:
         group.init_model()
         meta = put_trajectories(kv_store)
@@ -153,8 +152,7 @@ def test_a_lora_critic_learns_with_its_head_and_merges_into_a_value_model(tiny_m
         assert (trained.values() - 1.0).square().mean() < before
         group.save_checkpoint(str(tmp_path / "critic"))
     finally:
-        group.kill()
-        group.resource_pool.release()
+        release(group)
     model_merger.merge_checkpoint(str(tmp_path / "critic"), str(tmp_path / "hf"))
     value_model = AutoModelForTokenClassification.from_pretrained(tmp_path / "hf")
     for prompt, response, got in zip(PROMPTS, RESPONSES, trained.unbind()):

@@ -21,11 +21,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from tests.workers.helpers import actor_config, release
+from tests.workers.helpers import actor_config, make_workers, release
 from tests.workers.probes import InspectableRollout
 from verl_lite.data.rl_dataset import RLHFDataset
 from verl_lite.kv import KVBatchMeta
-from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl_lite.single_controller.ray import RayClassWithInitArgs
 from verl_lite.trajectory import trajectory_key
 from verl_lite.utils.config import from_config
 from verl_lite.workers.agent_loop.manager import AgentLoopManager
@@ -81,10 +81,7 @@ def requests_by_trajectory(requests: list[dict]) -> dict[str, list[dict]]:
 def served(kv_store):
     """(stored trajectories' meta, their fields, every request the server got) of one generation."""
     config = rollout_config()
-    rollout = RayWorkerGroup(
-        RayResourcePool([1], name_prefix="ids_rollout"),
-        RayClassWithInitArgs(InspectableRollout, config=config),
-    )
+    rollout = make_workers("rollout", RayClassWithInitArgs(InspectableRollout, config=config))
     manager = None
     try:
         # hybrid by default: the agent loops will run in the server's process, on its loop

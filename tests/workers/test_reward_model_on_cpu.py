@@ -6,8 +6,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from tests.workers.helpers import PROMPTS, RESPONSES, jagged, put_trajectories
-from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from tests.workers.helpers import PROMPTS, RESPONSES, jagged, make_workers, put_trajectories, release
+from verl_lite.single_controller.ray import RayClassWithInitArgs
 from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.reward_model import RewardModelWorker
 
@@ -69,9 +69,8 @@ def score_with_group(kv, rm_dir: str, policy_dir: str, combine: str, micro_batch
     meta.fields = sorted({*meta.fields, "token_level_scores"})
     reward = {"reward_model": {"enable": True, "combine": combine, "micro_batch_size_per_gpu": micro_batch}}
     reward["reward_model"]["model"] = {"path": rm_dir}
-    group = RayWorkerGroup(
-        RayResourcePool([2], name_prefix="rm"),
-        RayClassWithInitArgs(RewardModelWorker, config=reward, policy_tokenizer_path=policy_dir),
+    group = make_workers(
+        "rm", RayClassWithInitArgs(RewardModelWorker, config=reward, policy_tokenizer_path=policy_dir), 2
     )
     try:
         group.init_model()
@@ -79,8 +78,7 @@ def score_with_group(kv, rm_dir: str, policy_dir: str, combine: str, micro_batch
         # read while the workers live: they wrote the scores, and rows live as long as their writer
         td = kv.kv_batch_get(out.keys, "train", select_fields=["rm_scores", "token_level_scores"])
     finally:
-        group.kill()
-        group.resource_pool.release()
+        release(group)
     return out, td
 
 

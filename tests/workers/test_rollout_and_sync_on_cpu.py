@@ -8,12 +8,13 @@ from tests.workers.helpers import (
     actor_config,
     make_group,
     make_hybrid,
+    make_workers,
     put_trajectories,
     release,
     release_hybrid,
 )
 from tests.workers.probes import InspectableRollout
-from verl_lite.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl_lite.single_controller.ray import RayClassWithInitArgs
 from verl_lite.utils.metrics import reduce_metrics
 from verl_lite.workers.policy import PROBS_DIFF
 
@@ -67,13 +68,10 @@ def test_ray_sync_carries_weights_to_a_standalone_rollout_group(tiny_model_dir, 
     actor = make_group(tiny_model_dir, 2, role="actor", name="ray_actor")
     config = actor_config(tiny_model_dir)
     config["rollout"]["checkpoint_engine"] = "ray"
-    rollout = RayWorkerGroup(
-        RayResourcePool([1], name_prefix="ray_rollout"),
-        RayClassWithInitArgs(InspectableRollout, config=config),
-    )
+    rollout = make_workers("rollout", RayClassWithInitArgs(InspectableRollout, config=config))
     rollout.init_model()
     try:
-        actor.execute_on_live("_set_sync", "ray")
+        actor.set_sync("ray")
         actor.update_actor(actor.compute_log_prob(put_trajectories(kv_store)))
         handle = actor.send_weights(3)
         rollout.receive_weights(handle, 3)
