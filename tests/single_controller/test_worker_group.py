@@ -143,12 +143,15 @@ def test_a_pool_short_of_slots_a_kept_pool_holds_waits_until_it_is_ended(ray_loc
     from verl_lite.single_controller.ray import parking
 
     monkeypatch.setattr(parking, "KEEP_S", 1.0)
+    # Both pools ask for more than half the cluster, so the second fits only once the first is ended,
+    # whatever else holds or frees slots meanwhile (pools that runs of earlier tests kept are ended
+    # within KEEP_S).
     total = ray.cluster_resources()["CPU"]
-    deadline = time.monotonic() + 75  # pools that runs of earlier tests kept are ended within KEEP_S
-    while ray.available_resources().get("CPU", 0) < total and time.monotonic() < deadline:
+    deadline = time.monotonic() + 75
+    while ray.available_resources().get("CPU", 0) <= total / 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     free = int(ray.available_resources()["CPU"])
-    assert free == total, "something still holds CPU slots 75 s on"
+    assert free > total / 2, f"more than half of the {total} CPU slots still held 75 s on"
     kept = RayResourcePool([free], name_prefix="kept")
     kept.get_placement_groups()
     parking.keep(kept, [])  # as a finished run leaves its pool: ended after KEEP_S unless a run takes it
