@@ -87,7 +87,9 @@ def poll(command: list[str], interval: float) -> tuple[float, float, dict[tuple[
                 continue
             entry = seen.setdefault((pid, stat[0]), [None, 0.0, 0.0])
             entry[2] = stat[1]
-            if entry[0] in (None, "other python", "ray::IDLE"):  # a Ray worker takes its actor's title later
+            # a Ray worker takes its actor's title later; before, its command line may name a test's
+            # folder (a runtime env's variables), which reads as pytest
+            if entry[0] in (None, "other python", "ray::IDLE", "pytest"):
                 entry[0] = process_kind(pid) or entry[0]
         time.sleep(interval)
     return time.monotonic() - start, machine_busy_seconds() - busy, seen
