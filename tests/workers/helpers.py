@@ -139,11 +139,10 @@ def release_hybrid(hybrid: Hybrid) -> None:
 
 
 def release(group) -> None:
-    """End a group of ``make_group``, ``make_rollout`` or ``make_hybrid``: its processes and pool are kept
+    """End a group of ``make_group``, ``make_workers`` or ``make_hybrid``: its processes and pool are kept
     for the next test's group (``parking``, as a run's are when it ended well), or ended where they cannot
     be (a GPU pool, a worker that died)."""
     if group.keep_or_kill():
-        parking.end_unused(group.resource_pool)  # kept processes of the pool this group did not take
         parking.keep(group.resource_pool, [(group.keep_key, group.workers)])
     else:
         group.resource_pool.release()

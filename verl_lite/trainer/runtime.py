@@ -126,7 +126,6 @@ def _end_groups(groups: WorkerGroups, manager: Any, keep: bool) -> None:
             group.kill()
     for name, pool in list(manager.resource_pool_dict.items()):
         if id(pool) in kept:
-            parking.end_unused(pool)
             parking.keep(pool, kept[id(pool)])
             del manager.resource_pool_dict[name]  # not released with the others
 

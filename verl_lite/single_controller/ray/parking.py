@@ -30,8 +30,10 @@ _timer: threading.Timer | None = None
 
 
 def keep(pool: RayResourcePool, groups: list[tuple[tuple, list]]) -> None:
-    """Keep ``pool`` and the worker processes of ``groups`` (``(group key, actor handles)``) for a later run."""
+    """Keep ``pool`` and the worker processes of ``groups`` (``(group key, actor handles)``) for a later run;
+    processes the pool still kept from an earlier run, which no group of this one took, are ended."""
     global _timer
+    end_unused(pool)
     pool.kept, pool.kept_on = list(groups), _session()
     with _lock:
         _kept.append(pool)
