@@ -1,6 +1,7 @@
-"""Save one partition of the KV store (keys, tags, fields) into a checkpoint and restore it.
+"""The replay buffer's partitions in a checkpoint: every key's tags and fields, saved and written back.
 
-Used by ``ReplayBuffer.state_dict``; take the snapshot while writers are paused (between steps).
+Built on the KV client's public calls only. Used by ``ReplayBuffer.state_dict``; take the snapshot
+while writers are paused (between steps).
 Fields travel as ``verl_lite.transport.PackedTensorDict`` (numpy arrays), which ``torch.save`` handles.
 """
 
