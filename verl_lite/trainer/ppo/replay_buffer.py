@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from verl_lite.kv.checkpoint import load_partition_state_dict, partition_state_dict
 from verl_lite.kv.client import KVClient
 from verl_lite.kv.meta import KVBatchMeta
-from verl_lite.trainer.ppo.buffer_snapshot import load_partition_state_dict, partition_state_dict
 from verl_lite.trajectory import (
     FAILURE,
     FINISHED,

@@ -6,8 +6,8 @@ import torch
 from tensordict import TensorDict
 
 from tests.batches import make_batch
+from verl_lite.kv.checkpoint import load_partition_state_dict, partition_state_dict
 from verl_lite.protocol import to_jagged
-from verl_lite.trainer.ppo.buffer_snapshot import load_partition_state_dict, partition_state_dict
 
 
 def test_partition_snapshot_round_trips_keys_with_different_field_sets(kv_client, partition):

@@ -1,7 +1,6 @@
-"""The replay buffer's partitions in a checkpoint: every key's tags and fields, saved and written back.
+"""Save one partition of the KV store (keys, tags, fields) into a checkpoint and restore it.
 
-Built on the KV client's public calls only. Used by ``ReplayBuffer.state_dict``; take the snapshot
-while writers are paused (between steps).
+Used by ``ReplayBuffer.state_dict``; take the snapshot while writers are paused (between steps).
 Fields travel as ``verl_lite.transport.PackedTensorDict`` (numpy arrays), which ``torch.save`` handles.
 """
 
