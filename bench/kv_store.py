@@ -184,7 +184,7 @@ def bench_controller_bytes(client, prompts: int, n: int) -> dict[str, int]:
     rollout = [RolloutWorker.remote() for _ in range(2)]
     train = [TrainWorker.remote() for _ in range(2)]
     buffer = ReplayBuffer(ReplayBufferConfig(timeout_s=120), client=client)
-    before = client.io_accounting().get(client.name, {})
+    before = client.stats()["io"].get(client.name, {})
     uids = [f"p{i}" for i in range(prompts)]
     markers = buffer.add_groups(uids, global_steps=0, partition_id="train")
     crossed = 2 * size(markers)  # marker tags sent to the index actors, same size back
@@ -200,7 +200,7 @@ def bench_controller_bytes(client, prompts: int, n: int) -> dict[str, int]:
     step_keys = meta.keys + meta.group_uids()
     client.kv_clear(step_keys, "train")
     crossed += size(step_keys)
-    io = client.io_accounting()
+    io = client.stats()["io"]
     rollout_names = ray.get([w.__ray_call__.remote(lambda self: get_kv_client().name) for w in rollout])
     for w in rollout + train:
         ray.kill(w)

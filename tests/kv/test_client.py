@@ -124,7 +124,7 @@ def test_kv_clear_removes_keys_and_stats_account_bytes_per_partition_and_client(
     assert before["partitions"][partition] == {"keys": 4, "bytes": 256}
     read_before = kv_client.bytes_read
     kv_client.kv_batch_get(["s0", "s1"], partition)
-    io = kv_client.io_accounting()["test-driver"]
+    io = kv_client.stats()["io"]["test-driver"]
     assert io["bytes_read"] - before["io"]["test-driver"]["bytes_read"] == 128
     assert kv_client.bytes_read - read_before == 128  # the client's own count agrees with the store's
     assert kv_client.kv_clear(["s0", "s1", "missing"], partition) == 2

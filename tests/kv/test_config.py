@@ -34,7 +34,10 @@ def test_keyword_overrides_win_over_the_config_object():
             r"kv.num_storage_units='two' is invalid; use an integer >= 1, or null",
         ),
         ({"name_prefix": "a b"}, "kv.name_prefix='a b' is invalid"),
-        ({"num_units": 2}, r"unknown key\(s\) \['num_units'\]"),
+        (
+            {"num_units": 2},
+            r"unknown key 'kv.num_units' \(value 2\); valid keys here: name_prefix, num_storage_units",
+        ),
     ],
 )
 def test_invalid_config_values_raise_one_sentence_naming_the_key(values, message):

@@ -14,7 +14,7 @@ from verl_lite.kv import (
     init_kv_store,
     shutdown_kv_store,
 )
-from verl_lite.kv.keys import index_of_keys
+from verl_lite.kv.client import index_of_keys
 from verl_lite.protocol import to_jagged
 
 
@@ -99,7 +99,7 @@ def test_calls_after_shutdown_raise_store_closed_in_this_and_other_processes(ray
 
 
 def test_a_dtype_clash_across_index_actors_is_named_when_the_rows_are_read_together(kv_client, partition):
-    from verl_lite.kv.keys import index_of_keys
+    from verl_lite.kv.client import index_of_keys
 
     candidates = [f"x{i}" for i in range(20)]
     owners = index_of_keys(candidates, 2).tolist()

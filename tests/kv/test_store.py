@@ -83,7 +83,7 @@ def test_a_pickled_client_reaches_the_same_store_under_its_new_process_name(kv_c
         return client.name
 
     name = ray.get(write.remote(kv_client, partition))
-    assert name != kv_client.name and kv_client.io_accounting()[name]["puts"] == 1
+    assert name != kv_client.name and kv_client.stats()["io"][name]["puts"] == 1
     assert kv_client.kv_batch_get(["w"], partition)["ids"].tolist() == [[0, 1, 2]]
 
 

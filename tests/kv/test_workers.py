@@ -65,7 +65,7 @@ def test_four_workers_write_concurrently_and_every_row_reads_back_exactly(kv_cli
         assert torch.equal(back["responses"].values(), expected["responses"].values())
     assert kv_client.stats()["partitions"][partition]["keys"] == 128
     names = {name for _, name in results}
-    io = kv_client.io_accounting()
+    io = kv_client.stats()["io"]
     assert len(names) == 4 and all(io[name]["bytes_written"] > 0 for name in names)  # one name per process
     for writer in writers:
         ray.kill(writer)
@@ -79,5 +79,5 @@ def test_an_asyncio_actor_reads_rows_the_driver_wrote_and_its_writes_reach_the_d
     assert ray.get(actor.run.remote(partition, keys)) == {"ids": [ids.sum().item()] * 2}
     assert kv_client.kv_list(partition)[partition]["a_1_0"] == {"status": "success"}
     assert kv_client.kv_batch_get(["a_0_0", "a_1_0"], partition)["x"].tolist() == [1.0, 2.0]
-    assert kv_client.io_accounting()["async-rollout"]["gets"] >= 2
+    assert kv_client.stats()["io"]["async-rollout"]["gets"] >= 2
     ray.kill(actor)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,6 @@ from tensordict import TensorDict, TensorDictBase
 from verl_lite.kv.columns import Source, assemble_field, build_tensordict, columns_of, row_nbytes, schema_of
 from verl_lite.kv.config import KVStoreConfig
 from verl_lite.kv.errors import KVFieldError, KVSchemaError, KVStoreClosedError, KVStoreError, preview
-from verl_lite.kv.keys import index_of_keys
 from verl_lite.kv.meta import KVBatchMeta
 
 # Stores shut down from this process; their clients fail fast instead of calling dead actors.
@@ -137,10 +137,6 @@ class KVClient:
                     total[group].setdefault(name, Counter()).update(counters)
         return total
 
-    def io_accounting(self) -> dict[str, dict[str, int]]:
-        """Tensor bytes written and read (and put/get calls) per client name."""
-        return self.stats()["io"]
-
     def _check_open(self, op: str) -> None:
         if self.store_id in CLOSED_STORES:
             raise KVStoreClosedError(
@@ -221,3 +217,9 @@ def _checked(keys: Sequence[str], op: str) -> list[str]:
 def _pick(items: list, positions: np.ndarray) -> list:
     """The items at ``positions`` (``items`` itself when that is all of them)."""
     return items if len(positions) == len(items) else list(map(items.__getitem__, positions.tolist()))
+
+
+def index_of_keys(keys: Sequence[str], num_indexes: int) -> np.ndarray:
+    """Index actor of each key: a CRC32 of the key modulo ``num_indexes`` (stable across processes)."""
+    crcs = np.fromiter(map(zlib.crc32, map(str.encode, keys)), dtype=np.int64, count=len(keys))
+    return crcs % num_indexes

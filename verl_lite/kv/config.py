@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from verl_lite.utils.config import from_config
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # Names the store get_kv_client() finds by default; entry points set it in their Ray job's runtime env.
@@ -38,19 +38,12 @@ class KVStoreConfig:
     @classmethod
     def from_any(cls, config: Any = None, **overrides: Any) -> KVStoreConfig:
         """Build from a ``KVStoreConfig`` (or any dataclass with its keys), a dict or an OmegaConf node,
-        with keyword overrides on top."""
+        with keyword overrides on top; an unknown key is an error naming it."""
         if is_dataclass(config) and not isinstance(config, type):
-            values = asdict(config)
-        elif isinstance(config, DictConfig):
-            values = OmegaConf.to_container(config, resolve=True)
-        else:
-            values = dict(config or {})
-        values.update(overrides)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"kv config has unknown key(s) {unknown}; known keys: {sorted(known)}.")
-        return cls(**values)
+            config = asdict(config)
+        if overrides:
+            config = {**asdict(from_config(cls, config, "kv.")), **overrides}
+        return from_config(cls, config, "kv.")
 
     @staticmethod
     def job_name_prefix() -> str:

@@ -91,16 +91,11 @@ class _Partition:
 
 
 class IndexActor:
-    """Holds the keys that hash to index ``index`` of a store (see the module docstring)."""
+    """Holds the keys of a store that hash to it (see the module docstring)."""
 
-    def __init__(self, index: int, num_indexes: int, store_id: str, config: dict, owner: str):
-        self.info = {
-            "index": index,
-            "num_indexes": num_indexes,
-            "store_id": store_id,
-            "config": config,
-            "owner": owner,  # Ray worker id of the process that started the store: its exit ends it
-        }
+    def __init__(self, store_id: str, config: dict, owner: str):
+        # owner: Ray worker id of the process that started the store (its exit ends the actor)
+        self.info = {"store_id": store_id, "config": config, "owner": owner}
         self.kept = False  # emptied by a run that ended, for the next store of the same config
         self._empty()
 

@@ -21,7 +21,7 @@ _NAME_RELEASE_TIMEOUT_S = 10.0
 # Stores this process started: their index actors as started (Ray ends an actor once no handle from
 # its starting lineage is left, named or not), and the timer that ends one while it is kept.
 _started: dict[str, list] = {}
-_timers: dict[str, tuple[threading.Timer, str]] = {}  # the timer and the Ray it was started on
+_timers: dict[str, tuple[threading.Timer, str]] = {}  # the timer and the node id of the Ray it started on
 _lock = threading.Lock()
 
 
@@ -42,7 +42,7 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
             ray.get([index.take.remote(asdict(cfg), store_id, owner) for index in indexes[1:]])
             return KVClient(indexes, cfg, store_id, name=client_name)
     if first is not None and ray.get(first.end_if_kept.remote()):  # another config or process
-        _end(cfg.name_prefix, ray.get(first.describe.remote())["num_indexes"])
+        _end(cfg.name_prefix, ray.get(first.describe.remote())["config"]["num_storage_units"])
     elif first is not None:
         raise KVStoreError(
             f"a KV store with name_prefix {cfg.name_prefix!r} is already running in this Ray job; "
@@ -52,7 +52,7 @@ def init_kv_store(config: Any = None, *, client_name: str | None = None, **overr
     indexes = [
         # SPREAD: on a cluster the index actors land on different nodes, spreading request load.
         actor_cls.options(name=cfg.index_name(i), num_cpus=0, scheduling_strategy="SPREAD").remote(
-            i, cfg.num_storage_units, store_id, asdict(cfg), owner
+            store_id, asdict(cfg), owner
         )
         for i in range(cfg.num_storage_units)
     ]
@@ -75,7 +75,7 @@ def get_kv_client(name: str | None = None, *, name_prefix: str | None = None) ->
         )
     info = ray.get(first.describe.remote())
     cfg = KVStoreConfig.from_any(info["config"])
-    indexes = [first] + [ray.get_actor(cfg.index_name(i)) for i in range(1, info["num_indexes"])]
+    indexes = [first] + [ray.get_actor(cfg.index_name(i)) for i in range(1, cfg.num_storage_units)]
     return KVClient(indexes, cfg, info["store_id"], name=name)
 
 
@@ -100,17 +100,17 @@ def shutdown_kv_store(name_prefix: str | None = None, *, keep_s: float = 0.0) ->
         timer.daemon = True
         with _lock:
             _cancel_timer(name_prefix)
-            _timers[name_prefix] = (timer, _ray_session())
+            _timers[name_prefix] = (timer, ray.get_runtime_context().get_node_id())
         timer.start()
         return
-    _end(name_prefix, info["num_indexes"])
+    _end(name_prefix, info["config"]["num_storage_units"])
 
 
 def _end_if_kept(name_prefix: str) -> None:
     """End the store named ``name_prefix`` if it is still kept (no ``init_kv_store`` took it)."""
     with _lock:
         timer, on_ray = _timers.pop(name_prefix, (None, None))
-        if timer is None or not ray.is_initialized() or _ray_session() != on_ray:
+        if timer is None or not ray.is_initialized() or ray.get_runtime_context().get_node_id() != on_ray:
             return  # taken, or kept on a Ray that was shut down since (the store went with it)
         indexes = _started[name_prefix]
         try:
@@ -125,11 +125,6 @@ def _end_if_kept(name_prefix: str) -> None:
 def _cancel_timer(name_prefix: str) -> None:
     if (timer := _timers.pop(name_prefix, None)) is not None:
         timer[0].cancel()
-
-
-def _ray_session() -> str:
-    """The Ray this process is connected to (a new Ray, a new node id)."""
-    return ray.get_runtime_context().get_node_id()
 
 
 def _end(name_prefix: str, num_indexes: int) -> None:
