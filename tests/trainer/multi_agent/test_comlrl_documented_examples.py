@@ -1,11 +1,16 @@
 """CoMLRL 1.4's documented examples, run as a CoMLRL user has them: only the import line differs
-(``comlrl.trainers...`` / ``comlrl.utils.reward_processor`` -> ``verl_lite.trainer.multi_agent``) and the model
-path is the embedded tiny model (the docs load ``Qwen/Qwen2.5-0.5B``); task counts, samples and tokens are cut
-to CPU size. Re-typed from OpenMLRL/CoMLRL's docs:
+(``comlrl.trainers...`` / ``comlrl.utils.reward_processor`` -> ``verl_lite.trainer.multi_agent``), the model
+path is the embedded tiny model (the docs load ``Qwen/Qwen2.5-0.5B``), and where the docs download a dataset
+(``trl-lib/tldr``) a few stand-in rows take its place (nothing can be downloaded here). Every trainer setting
+the docs write is kept, and the ones they leave out keep CoMLRL's defaults (epochs, samples, tokens, sampling).
+Where the docs give only parameter lists (multi-turn, IAC, MAAC), the settings are this file's. Re-typed from
+OpenMLRL/CoMLRL's docs:
 
 * the quick start (``docs/content/docs/examples/comlrl-quick-start.md``): MAGRPO, single turn, two loaded models;
 * the README's usage (TLDR, a reward reading ``a[0]``), with MAREINFORCE, whose interface the REINFORCE page
-  (``docs/content/docs/user-guide/multi-agent-reinforce.md``) says is MAGRPO's;
+  (``docs/content/docs/user-guide/multi-agent-reinforce.md``) says is MAGRPO's; as CoMLRL 1.4.3 itself
+  needs, ``agent_model=`` for the README's older ``model=`` and ``num_turns=1`` (the default 2 asks for an
+  external transition);
 * custom external feedback (``docs/content/docs/user-guide/multi-turn-training.md``): MAGRPO over two turns;
 * IAC and MAAC trainer setup (``user-guide/multi-agent-actor-critic.md``, ``user-guide/model-loading.md``);
 * shared actor-critic (``docs/content/docs/examples/shared-actor-critic.md``): IAC with a value head on each
@@ -38,13 +43,24 @@ from verl_lite.trainer.validation import EMBEDDED_MODEL
 
 MODEL = EMBEDDED_MODEL  # the docs' "Qwen/Qwen2.5-0.5B"
 
-STORY_PROMPTS = [  # the quick start's creative prompts, first two of ten
+STORY_PROMPTS = [  # the quick start's ten creative prompts, in this file's words
     "Describe a town floating above the sea:",
     "Make up a holiday and say how people celebrate it:",
+    "Tell a bedtime story to a sleepy giant:",
+    "Explain how a time machine might work:",
+    "Tell a joke about penguins:",
+    "Describe a day without the internet:",
+    "Invent a superhero with an odd power:",
+    "Write a scene where the sun gives advice:",
+    "Invent a new kind of vegetable:",
+    "Design a school on the moon:",
 ]
-POSTS = [  # stand-ins for trl-lib/tldr rows (nothing is downloaded here): a post to summarise per row
-    "SUBREDDIT: r/cooking POST: My bread never rises. I use old yeast and a cold kitchen. TL;DR:",
-    "SUBREDDIT: r/running POST: I started running daily and my knees hurt after a week. TL;DR:",
+# Stand-ins for trl-lib/tldr rows (nothing is downloaded here): a post to summarise per row. The embedded model
+# learnt short arithmetic stories, so these are such stories: it answers them in ~20 tokens, where on other
+# text it writes until max_new_tokens (CoMLRL's default 256), which would make these runs minutes long.
+POSTS = [
+    "Summarise this post in one line: Tom has 3 apples. He buys 4 more and gives away 2. How many apples does Tom have now?",
+    "Summarise this post in one line: Anna had 12 coins. She spent 5 on bread and found 3 more. How many coins does Anna have?",
 ]
 
 
@@ -96,14 +112,12 @@ def quick_start():
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     agents = [AutoModelForCausalLM.from_pretrained(MODEL) for _ in range(2)]
     config = MAGRPOConfig(
-        num_train_epochs=1,  # docs: 3
+        num_train_epochs=3,
         agent_learning_rate=5e-5,
-        logging_steps=4,  # docs: 10; every update logged here
-        num_generations=4,  # docs: 8
+        logging_steps=10,
+        num_generations=8,
         num_turns=1,
-        max_new_tokens=12,  # docs: 128
-        temperature=1.0,  # docs: CoMLRL's 0.6 / 0.6; the tiny model then gives identical answers (no signal)
-        top_p=1.0,
+        max_new_tokens=128,
     )
     wandb_config = {"project": "your-project-name", "entity": "your-entity-name", "name": "length-ratio-demo"}
     calls = []
@@ -128,18 +142,21 @@ def quick_start():
     return trainer, calls, output_dir, agents
 
 
-def test_quick_start_trains_its_two_tasks_in_one_update_on_the_users_scaled_reward(quick_start):
+def test_quick_start_trains_two_tasks_per_update_on_the_users_scaled_reward(quick_start):
     trainer, calls, _, _ = quick_start
-    # CoMLRL's default rollout_buffer_size=2: both tasks' samples, then one update (logged once)
-    [logged] = trainer.history
-    assert logged["task"] == 2.0 and logged["env_step"] == 2 * 4
+    # 10 tasks x 3 epochs with CoMLRL's default rollout_buffer_size=2: 15 updates of 2 tasks x 8 joint answers,
+    # 16 env steps each, so logging_steps=10 logs every update
+    assert [h["task"] for h in trainer.history] == [2.0 * (i + 1) for i in range(15)]
+    assert [h["env_step"] for h in trainer.history] == [16 * (i + 1) for i in range(15)]
     # CoMLRL calls the reward once per joint answer, one completion per agent
-    assert len(calls) == 2 * 4 and all(len(a) == len(b) == 1 for (a, b), _, _ in calls)
-    rewards = [100.0 * out[0] for _, _, out in calls]
-    assert logged["turn_1/reward_mean"] == pytest.approx(sum(rewards) / 8)
-    assert logged["turn_1/reward_max"] == pytest.approx(max(rewards))
-    first_chars = sum(len(a[0]) for (a, _), _, _ in calls) / 8
-    assert logged["turn_1/agent_0/response_chars"] == pytest.approx(first_chars)
+    assert len(calls) == 30 * 8 and all(len(a) == len(b) == 1 for (a, b), _, _ in calls)
+    for i, logged in enumerate(trainer.history):  # what each update logged is what its 16 calls returned
+        update = calls[16 * i : 16 * (i + 1)]
+        rewards = [100.0 * out[0] for _, _, out in update]
+        assert logged["turn_1/reward_mean"] == pytest.approx(sum(rewards) / 16)
+        assert logged["turn_1/reward_max"] == pytest.approx(max(rewards))
+        first_chars = sum(len(a[0]) for (a, _), _, _ in update) / 16
+        assert logged["turn_1/agent_0/response_chars"] == pytest.approx(first_chars)
 
 
 def test_quick_start_save_model_writes_each_trained_agent(quick_start):
@@ -163,9 +180,7 @@ def test_readme_usage_with_mareinforce_scores_each_joint_answer_with_the_one_val
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     # docs: load_dataset("trl-lib/tldr", split="train").select(range(128))
     dataset = Dataset.from_dict({"prompt": POSTS[:1]})
-    args = MAREINFORCEConfig(
-        num_turns=1, num_train_epochs=1, num_generations=2, max_new_tokens=8, logging_steps=1
-    )
+    args = MAREINFORCEConfig(num_turns=1)
     assert args.advantage_mode == "raw"  # REINFORCE without a baseline
     trainer = MAREINFORCETrainer(
         agent_model=MODEL,  # the README's `model=` is pre-1.4; CoMLRL 1.4.3 takes agent_model
@@ -179,13 +194,15 @@ def test_readme_usage_with_mareinforce_scores_each_joint_answer_with_the_one_val
     )
     with trainer:
         history = trainer.train()
-    assert len(history) == 1
-    logged = history[0]
-    # one call per joint answer (two), each scoring one completion per agent; no reward_processor
-    assert [len(a) for (a, _), _, _ in calls] == [1, 1]
-    returned = [out[0] for _, _, out in calls]
-    assert logged["turn_1/reward_mean"] == pytest.approx(sum(returned) / 2)
-    assert logged["turn_1/reward_min"] == pytest.approx(min(returned))
+    # CoMLRL's defaults: 20 epochs of the one row, 4 joint answers each; logging_steps=50 env steps logs the
+    # first update, then the first one 50 or more env steps later
+    assert [h["env_step"] for h in history] == [4, 56]
+    # one call per joint answer, each scoring one completion per agent; no reward_processor
+    assert len(calls) == 20 * 4 and all(len(a) == len(b) == 1 for (a, b), _, _ in calls)
+    for logged in history:
+        returned = [out[0] for _, _, out in calls[logged["env_step"] - 4 : logged["env_step"]]]
+        assert logged["turn_1/reward_mean"] == pytest.approx(sum(returned) / 4)
+        assert logged["turn_1/reward_min"] == pytest.approx(min(returned))
 
 
 # ---- custom external feedback: MAGRPO over two turns -------------------------------------------------------
@@ -302,9 +319,6 @@ def test_shared_actor_critic_trains_a_value_head_on_each_actor():
     args = IACConfig(
         num_agents=2,
         num_turns=1,
-        num_train_epochs=1,
-        max_new_tokens=8,
-        logging_steps=1,
         use_separate_critic=False,
         rollout_buffer_size=4,
         train_batch_size=4,
@@ -312,22 +326,25 @@ def test_shared_actor_critic_trains_a_value_head_on_each_actor():
     trainer = IACTrainer(
         agent_model=MODEL,
         tokenizer=tokenizer,
-        train_dataset=Dataset.from_dict({"prompt": POSTS * 2}),  # docs: 4 tasks fill the buffer once
+        # docs: load_dataset("trl-lib/tldr", split="train").select(range(128)); 4 rows: one update per epoch
+        train_dataset=Dataset.from_dict({"prompt": POSTS * 2}),
         reward_func=length_balance_reward,
         formatters=[lambda ex: ex["prompt"]] * 2,
         args=args,
     )
     with trainer:
-        [step] = trainer.train()
+        history = trainer.train()
         agents = trainer._loop.agents
         critics = [agent.groups.critic for agent in agents]
         configs = [agent.config for agent in agents]
     assert critics == [None, None]  # no value model beside the actors
     assert all(c.actor_rollout_ref.actor.value_head.enable for c in configs)
-    # one update of 4 tasks per agent; the value loss is part of each actor's update (no critic optimiser)
-    assert step["task"] == 4.0
-    for k in range(2):
-        assert step[f"policy_{k}/critic/vf_loss"] > 0 and f"policy_{k}/critic/grad_norm" not in step
-        assert f"policy_{k}/actor/grad_norm" in step
+    # CoMLRL's actor-critic defaults: 40 epochs, each one update of the 4 tasks (one answer per agent each),
+    # every update logged; the value loss is part of each actor's update (no critic optimiser)
+    assert [step["task"] for step in history] == [4.0 * (i + 1) for i in range(40)]
+    for step in history:
+        for k in range(2):
+            assert step[f"policy_{k}/critic/vf_loss"] > 0 and f"policy_{k}/critic/grad_norm" not in step
+            assert f"policy_{k}/actor/grad_norm" in step
     with pytest.raises(ValueError, match="got a critic model with args.use_separate_critic=False"):
         IACTrainer(agent_model=MODEL, critic_model=MODEL, reward_func=length_balance_reward, args=args)
