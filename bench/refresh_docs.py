@@ -19,6 +19,7 @@ def write_fragment(path: str | Path, header: list[str], rows: list[list[str]], n
     lines = [f"{note.strip()}\n"] if note else []
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(lines) + "\n")
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.refresh_docs import refresh, replace_section
+from bench.refresh_docs import refresh, replace_section, write_fragment
 
 DOC = """# Benchmarks
 
@@ -45,3 +45,10 @@ def test_refresh_updates_each_fragment_and_leaves_the_rest(tmp_path):
     text = doc.read_text()
     assert "<!-- bench:rollout -->\n| rollout | 2 |\n<!-- /bench:rollout -->" in text
     assert "| old | table |" in text and "Prose that stays." in text
+
+
+def test_a_fragment_is_written_where_asked_even_into_a_new_folder(tmp_path):
+    # as in a fresh clone, where outputs/bench/ does not exist yet
+    path = tmp_path / "outputs" / "bench" / "rollout.md"
+    write_fragment(path, ["engine", "s"], [["hf", "1.0"]], note="One run.")
+    assert path.read_text() == "One run.\n\n| engine | s |\n|---|---|\n| hf | 1.0 |\n"
