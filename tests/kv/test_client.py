@@ -165,3 +165,19 @@ def test_a_key_list_read_again_after_some_keys_were_cleared_and_slots_reused_see
     kv_client.kv_batch_put(["b_0_0"], partition, fields=TensorDict({"x": torch.tensor([7])}, [1]))
     assert kv_client.kv_batch_get(keys, partition)["x"].tolist() == [1, 7, 3]
     assert kv_client.kv_batch_get(["d_0_0"], partition)["x"].tolist() == [99]
+
+
+def test_a_new_key_in_a_cleared_keys_slot_starts_untagged_and_a_mixed_put_merges_into_old_tags(
+    kv_client, partition
+):
+    kv_client.kv_batch_put(["a", "b"], partition, tags=[{"status": "done", "score": 1.0}, {"status": "done"}])
+    kv_client.kv_clear(["a"], partition)
+    meta = kv_client.kv_batch_put(  # "b" exists; "c" takes the slot "a" left; "d" is new
+        ["b", "c", "d"],
+        partition,
+        fields=TensorDict({"x": torch.arange(3)}, [3]),
+        tags=[{"score": 2.0}, {"status": "new"}, {}],
+    )
+    assert meta.tags == [{"status": "done", "score": 2.0}, {"status": "new"}, {}]
+    assert kv_client.kv_list(partition)[partition] == dict(zip(["b", "c", "d"], meta.tags))
+    assert kv_client.kv_batch_get(["d", "b", "c"], partition)["x"].tolist() == [2, 0, 1]

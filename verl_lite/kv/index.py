@@ -55,7 +55,7 @@ class _Partition:
 
     def __init__(self) -> None:
         self.slots: dict[str, int] = {}  # insertion order = key order of listings
-        self.tags: list[dict] = []
+        self.tags: list[dict | None] = []  # None: no tag yet (most puts bring none; no dict per key)
         self.free: list[int] = []  # slots of cleared keys, reused first
         self.fields: dict[str, _Field] = {}
         self.nbytes = 0
@@ -63,24 +63,26 @@ class _Partition:
     def slots_for(self, keys: list[str]) -> np.ndarray:
         """Slots of ``keys``, creating the keys that are new (in slots of cleared keys first)."""
         held = list(map(self.slots.get, keys))
-        new = [i for i, slot in enumerate(held) if slot is None]
-        reuse = min(len(new), len(self.free))
-        start = len(self.tags)
-        fresh = self.free[len(self.free) - reuse :] + list(range(start, start + len(new) - reuse))
-        del self.free[len(self.free) - reuse :]
-        self.tags.extend({} for _ in range(len(new) - reuse))
-        for i, slot in zip(new, fresh):
-            held[i] = slot
-        self.slots.update(zip(keys, held))
-        for f in self.fields.values():
-            if len(f.obj) < len(self.tags):
-                f.grow(max(2 * len(f.obj), len(self.tags)))
+        if missing := held.count(None):
+            reuse, start = min(missing, len(self.free)), len(self.tags)
+            fresh = self.free[len(self.free) - reuse :] + list(range(start, start + missing - reuse))
+            del self.free[len(self.free) - reuse :]
+            self.tags.extend([None] * (missing - reuse))
+            if missing == len(keys):  # all new, as rollouts write
+                held = fresh
+            else:
+                for i, slot in zip([i for i, s in enumerate(held) if s is None], fresh):
+                    held[i] = slot
+            self.slots.update(zip(keys, held))
+            for f in self.fields.values():
+                if len(f.obj) < len(self.tags):
+                    f.grow(max(2 * len(f.obj), len(self.tags)))
         return np.asarray(held, dtype=np.int64)
 
     def merge_tags(self, slots: np.ndarray, tags: list[dict]) -> list[dict]:
         """Merge ``tags`` into the tags of ``slots``; returns their tags after the merge."""
         for slot, tag in zip(slots.tolist(), tags):
-            self.tags[slot].update(tag)
+            self.tags[slot] = {**(self.tags[slot] or {}), **tag}
         return [self.tags[s] for s in slots.tolist()]
 
     def key_fields(self, slot: int) -> list[str]:
@@ -219,17 +221,16 @@ class IndexActor:
         self._release(np.concatenate(released or [np.zeros(0, dtype=np.int64)]))
         if part.slots:
             for slot in slots.tolist():
-                part.tags[slot] = {}
+                part.tags[slot] = None
             part.free.extend(slots.tolist())
         else:
             del self._partitions[partition_id]
         return len(keys)
 
     def listing(self, partition_id: str | None, what: str) -> dict[str, dict]:
-        """``{partition: {key: tag}}`` (``what="tags"``) or ``{partition: {key: [field, ...]}}``
-        (``"fields"``) for one partition (``{}`` if absent) or every partition."""
+        """``{partition: {key: tag}}`` (``what="tags"``) or ``{key: [field, ...]}`` (``"fields"``) per partition."""
         parts = [(p, part) for p, part in self._partitions.items() if partition_id in (None, p)]
-        value = (lambda part, s: part.tags[s]) if what == "tags" else _Partition.key_fields
+        value = (lambda part, s: part.tags[s] or {}) if what == "tags" else _Partition.key_fields
         return {p: {k: value(part, s) for k, s in part.slots.items()} for p, part in parts}
 
     def stats(self) -> dict:
