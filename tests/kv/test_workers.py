@@ -42,7 +42,7 @@ class AsyncRollout:
     """An asyncio actor (like a rollout worker) that calls the store off its event loop."""
 
     async def run(self, partition: str, keys: list[str]) -> dict:
-        client = get_kv_client(name="async-rollout")
+        client = await asyncio.to_thread(get_kv_client, name="async-rollout")
         written = TensorDict({"x": torch.tensor([1.0, 2.0])}, [2])
         await asyncio.to_thread(client.kv_batch_put, ["a_0_0", "a_1_0"], partition, written)
         await asyncio.to_thread(
