@@ -7,6 +7,9 @@ Run: ``python bench/kv_store.py`` (starts and stops its own local Ray).
    same data as a dict of numpy arrays (Ray's zero-copy path). Target: KV/raw >= 0.7. Measured
    with the store's default index actors (one per node) and with 2 (``--units N ...`` picks).
    Each KV put writes new keys (as rollouts do); the object store is written once before timing.
+   Beside them, the *floor*: the same put+get through an index actor that does no work (it takes
+   the put's arguments and hands the reference back), i.e. what the two Ray actor calls of any
+   store whose control goes through Ray actors cost on this machine; floor/raw bounds KV/raw.
 2. One simulated GRPO step: rollout workers put trajectories, the controller's ReplayBuffer
    samples them from tags, trainer workers read fields and write ``old_log_probs``. Reported:
    bytes that crossed the controller process (tensor bytes per the store's accounting, plus the
@@ -35,6 +38,7 @@ from verl_lite.kv import (
     init_kv_store,
     shutdown_kv_store,
 )
+from verl_lite.kv.columns import columns_of, row_nbytes, schema_of
 from verl_lite.protocol import to_jagged
 from verl_lite.trainer.ppo.replay_buffer import ReplayBuffer, ReplayBufferConfig
 from verl_lite.trajectory import trajectory_key, trajectory_tag
@@ -70,14 +74,34 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
 
 
-def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Milliseconds per put+get through raw Ray and through the KV store, for ``rows`` trajectories.
+@ray.remote(num_cpus=0)
+class FloorIndex:
+    """An index actor with no bookkeeping: same calls and arguments as the store's, no work in them."""
 
-    Runs alternate between the two paths so both see the same background load; medians are kept.
+    def put(self, partition_id, keys, tags, specs, boxed_ref, rows, client) -> dict:
+        self.ref = boxed_ref[0]  # held, as the store's index holds it (Ray counts a borrower)
+        return {"tags": None, "fields": list(specs)}
+
+    def get(self, partition_id, keys, fields, client) -> dict:
+        return {"refs": {0: self.ref}}
+
+
+def floor_put_get(floor, keys: list[str], td: TensorDict) -> dict:
+    """A put then a get of ``td`` through ``floor``: Ray's part of a KV put+get."""
+    columns = columns_of(td)
+    specs = {name: (tuple(schema_of(col)), row_nbytes(col)) for name, col in columns.items()}
+    ray.get(floor.put.remote("bench", keys, None, specs, [ray.put(columns)], None, "floor"))
+    return ray.get(ray.get(floor.get.remote("bench", keys, None, "floor"))["refs"][0])
+
+
+def bench_throughput(client, floor, rows: int, repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Milliseconds per put+get through raw Ray, the KV store and the floor, for ``rows`` trajectories.
+
+    Runs alternate between the paths so all see the same background load; medians are kept.
     """
     arrays = make_arrays(rows)
     td = TensorDict({k: torch.from_numpy(v) for k, v in arrays.items()}, batch_size=[rows])
-    raw, put, get = [], [], []
+    raw, put, get, floor_s = [], [], [], []
     for i in range(warmup + repeats):
         start = time.perf_counter()
         out = ray.get(ray.put(arrays))
@@ -94,10 +118,16 @@ def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[s
         assert back["input_ids"].shape == (rows, SEQ_LEN)
         del back
         client.kv_clear(keys, "bench")  # freeing is untimed, as raw Ray frees when the ref drops
+        start = time.perf_counter()
+        out = floor_put_get(floor, keys, td)
+        floor_one = time.perf_counter() - start
+        assert out["input_ids"][1].shape == (rows, SEQ_LEN)  # a dense column: ("dense", array, dtype)
+        del out
         if i >= warmup:
             raw.append(raw_s)
             put.append(put_s)
             get.append(get_s)
+            floor_s.append(floor_one)
     return {
         "rows": rows,
         "nbytes": sum(a.nbytes for a in arrays.values()),
@@ -105,6 +135,7 @@ def bench_throughput(client, rows: int, repeats: int, warmup: int = 2) -> dict[s
         "put_ms": median_ms(put),
         "get_ms": median_ms(get),
         "kv_ms": median_ms([p + g for p, g in zip(put, get)]),
+        "floor_ms": median_ms(floor_s),
     }
 
 
@@ -112,16 +143,18 @@ def print_throughput(results: list[dict[str, float]]) -> None:
     print("\nput+get of one batch: KV store vs raw ray.put/ray.get of a numpy dict")
     print(
         f"{'units':>5} {'rows x tokens':>14} {'MB':>7} {'raw ms':>8} {'raw GB/s':>9} {'KV put':>8} {'KV get':>8} "
-        f"{'KV ms':>8} {'KV GB/s':>8} {'KV/raw':>7}"
+        f"{'KV ms':>8} {'KV GB/s':>8} {'KV/raw':>7} {'floor ms':>9} {'floor/raw':>9}"
     )
     for r in results:
         raw_gbs, kv_gbs = r["nbytes"] / r["raw_ms"] / 1e6, r["nbytes"] / r["kv_ms"] / 1e6
         print(
             f"{r['units']:>5} {r['rows']:>7} x {SEQ_LEN:<4} {r['nbytes'] / 1e6:>7.1f} {r['raw_ms']:>8.2f} {raw_gbs:>9.2f} "
-            f"{r['put_ms']:>8.2f} {r['get_ms']:>8.2f} {r['kv_ms']:>8.2f} {kv_gbs:>8.2f} {kv_gbs / raw_gbs:>7.2f}"
+            f"{r['put_ms']:>8.2f} {r['get_ms']:>8.2f} {r['kv_ms']:>8.2f} {kv_gbs:>8.2f} {kv_gbs / raw_gbs:>7.2f} "
+            f"{r['floor_ms']:>9.2f} {r['raw_ms'] / r['floor_ms']:>9.2f}"
         )
     print(
-        "(target KV/raw >= 0.7; a put and a get each add one round of index-actor calls to raw's ray.put/ray.get)"
+        "(target KV/raw >= 0.7; a put and a get each add one round of index-actor calls to raw's ray.put/ray.get;\n"
+        " floor: the same two calls to an index actor that does no work, the bound of a store controlled by Ray actors)"
     )
 
 
@@ -245,6 +278,7 @@ def main() -> None:
     time.sleep(args.settle_s)
     try:
         results: list[dict] = []
+        floor = FloorIndex.remote()
         for units in args.units or [None, 2]:
             client = init_kv_store(num_storage_units=units, client_name="controller")
             count = len(client.indexes)
@@ -253,7 +287,7 @@ def main() -> None:
                     (BASE_ROWS, args.repeats),
                     (BASE_ROWS * 32, max(10, args.repeats // 4)),
                 ):
-                    results.append({"units": count, **bench_throughput(client, rows, repeats)})
+                    results.append({"units": count, **bench_throughput(client, floor, rows, repeats)})
             shutdown_kv_store()
         print_throughput(results)
         client = init_kv_store(num_storage_units=(args.units or [None])[0], client_name="controller")
@@ -270,7 +304,7 @@ def main() -> None:
         if args.markdown:
             write_fragment(
                 args.markdown,
-                ["units", "batch", "raw GB/s", "KV GB/s", "KV/raw"],
+                ["units", "batch", "raw GB/s", "KV GB/s", "KV/raw", "floor/raw"],
                 [
                     [
                         str(r["units"]),
@@ -278,6 +312,7 @@ def main() -> None:
                         f"{r['nbytes'] / r['raw_ms'] / 1e6:.2f}",
                         f"{r['nbytes'] / r['kv_ms'] / 1e6:.2f}",
                         f"{r['raw_ms'] / r['kv_ms']:.2f}",
+                        f"{r['raw_ms'] / r['floor_ms']:.2f}",
                     ]
                     for r in results
                 ],
